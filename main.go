@@ -1,0 +1,117 @@
+// Command kelp is a Kubernetes cluster in one binary: `kelp server` runs
+// the control plane, and `kelp kubectl` is unmodified kubectl.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	urfavecli "github.com/urfave/cli/v2"
+	"k8s.io/component-base/cli"
+	"k8s.io/kubectl/pkg/cmd"
+
+	"github.com/kelp-project/kelp/server"
+)
+
+// defaultKubeconfig is where `kelp server` writes the admin kubeconfig
+// and where `kelp kubectl` looks when KUBECONFIG is unset.
+const defaultKubeconfig = "/etc/kelp/kelp.yaml"
+
+func main() {
+	app := &urfavecli.App{
+		Name:  "kelp",
+		Usage: "a Kubernetes cluster in one binary",
+		Flags: []urfavecli.Flag{
+			&urfavecli.BoolFlag{Name: "debug", Usage: "log at debug level", EnvVars: []string{"KELP_DEBUG"}},
+		},
+		Before: func(c *urfavecli.Context) error {
+			logrus.SetFormatter(&logrus.TextFormatter{FullTimestamp: true, TimestampFormat: time.RFC3339Nano})
+			if c.Bool("debug") {
+				logrus.SetLevel(logrus.DebugLevel)
+			}
+			return nil
+		},
+		Commands: []*urfavecli.Command{serverCommand(), kubectlCommand()},
+	}
+	if err := app.Run(os.Args); err != nil {
+		logrus.Fatal(err)
+	}
+}
+
+func serverCommand() *urfavecli.Command {
+	env := func(name string) []string { return []string{"KELP_" + name} }
+	return &urfavecli.Command{
+		Name:  "server",
+		Usage: "run the control plane: embedded etcd and the Kubernetes API server",
+		Flags: []urfavecli.Flag{
+			&urfavecli.BoolFlag{Name: "debug", Usage: "log at debug level", EnvVars: env("DEBUG")},
+			&urfavecli.StringFlag{Name: "data-dir", Aliases: []string{"d"}, Value: "/var/lib/kelp", Usage: "directory for all state", EnvVars: env("DATA_DIR")},
+			&urfavecli.IntFlag{Name: "https-listen-port", Value: 6443, Usage: "API server port (0 picks a free port)", EnvVars: env("HTTPS_LISTEN_PORT")},
+			&urfavecli.StringFlag{Name: "bind-address", Value: "0.0.0.0", Usage: "API server bind address", EnvVars: env("BIND_ADDRESS")},
+			&urfavecli.StringFlag{Name: "advertise-address", Usage: "address advertised to clients (default: the host's first IPv4 address)", EnvVars: env("ADVERTISE_ADDRESS")},
+			&urfavecli.StringFlag{Name: "write-kubeconfig", Aliases: []string{"o"}, Value: defaultKubeconfig, Usage: "where to write the admin kubeconfig", EnvVars: env("WRITE_KUBECONFIG")},
+			&urfavecli.StringFlag{Name: "write-kubeconfig-mode", Value: "0600", Usage: "file mode of the admin kubeconfig", EnvVars: env("WRITE_KUBECONFIG_MODE")},
+			&urfavecli.StringFlag{Name: "cluster-cidr", Value: "10.42.0.0/16", Usage: "pod network", EnvVars: env("CLUSTER_CIDR")},
+			&urfavecli.StringFlag{Name: "service-cidr", Value: "10.43.0.0/16", Usage: "service network", EnvVars: env("SERVICE_CIDR")},
+			&urfavecli.StringFlag{Name: "service-node-port-range", Value: "30000-32767", Usage: "NodePort range", EnvVars: env("SERVICE_NODE_PORT_RANGE")},
+			&urfavecli.StringFlag{Name: "cluster-dns", Value: "10.43.0.10", Usage: "cluster DNS service IP", EnvVars: env("CLUSTER_DNS")},
+			&urfavecli.StringFlag{Name: "cluster-domain", Value: "cluster.local", Usage: "cluster domain", EnvVars: env("CLUSTER_DOMAIN")},
+			&urfavecli.BoolFlag{Name: "disable-agent", Usage: "do not run the local node agent", EnvVars: env("DISABLE_AGENT")},
+			&urfavecli.StringFlag{Name: "node-name", Usage: "node name (default: the hostname)", EnvVars: env("NODE_NAME")},
+			&urfavecli.DurationFlag{Name: "etcd-compaction-interval", Value: 5 * time.Minute, Usage: "how often etcd history is compacted (0 disables)", EnvVars: env("ETCD_COMPACTION_INTERVAL")},
+		},
+		Action: func(c *urfavecli.Context) error {
+			if c.Bool("debug") {
+				logrus.SetLevel(logrus.DebugLevel)
+			}
+			mode, err := strconv.ParseUint(c.String("write-kubeconfig-mode"), 8, 32)
+			if err != nil {
+				return fmt.Errorf("--write-kubeconfig-mode %q: not an octal file mode", c.String("write-kubeconfig-mode"))
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return server.Run(ctx, server.Config{
+				DataDir:            c.String("data-dir"),
+				BindAddress:        c.String("bind-address"),
+				HTTPSPort:          c.Int("https-listen-port"),
+				AdvertiseAddress:   c.String("advertise-address"),
+				WriteKubeconfig:    c.String("write-kubeconfig"),
+				KubeconfigMode:     os.FileMode(mode),
+				ClusterCIDR:        c.String("cluster-cidr"),
+				ServiceCIDR:        c.String("service-cidr"),
+				ServiceNodePorts:   c.String("service-node-port-range"),
+				ClusterDNS:         c.String("cluster-dns"),
+				ClusterDomain:      c.String("cluster-domain"),
+				DisableAgent:       c.Bool("disable-agent"),
+				NodeName:           c.String("node-name"),
+				CompactionInterval: c.Duration("etcd-compaction-interval"),
+			})
+		},
+	}
+}
+
+// kubectlCommand runs the real kubectl. With KUBECONFIG unset it uses the
+// admin kubeconfig, as k3s does.
+func kubectlCommand() *urfavecli.Command {
+	return &urfavecli.Command{
+		Name:            "kubectl",
+		Usage:           "run kubectl against this cluster",
+		SkipFlagParsing: true,
+		Action: func(c *urfavecli.Context) error {
+			if os.Getenv("KUBECONFIG") == "" {
+				if _, err := os.Stat(defaultKubeconfig); err == nil {
+					os.Setenv("KUBECONFIG", defaultKubeconfig)
+				}
+			}
+			os.Args = append([]string{"kubectl"}, c.Args().Slice()...)
+			os.Exit(cli.Run(cmd.NewDefaultKubectlCommand()))
+			return nil
+		},
+	}
+}

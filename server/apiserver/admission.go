@@ -1,0 +1,102 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Attributes describe a write for admission.
+type Attributes struct {
+	Operation   string // CREATE, UPDATE, DELETE
+	Resource    schema.GroupVersionResource
+	Subresource string
+	Namespace   string
+	Name        string
+	Object      runtime.Object
+	OldObject   runtime.Object
+	User        *User
+	DryRun      bool
+}
+
+// MutatingAdmission may change the object before validation.
+type MutatingAdmission interface {
+	Admit(ctx context.Context, a *Attributes) error
+}
+
+// ValidatingAdmission may reject the object after validation.
+type ValidatingAdmission interface {
+	Validate(ctx context.Context, a *Attributes) error
+}
+
+func (s *Server) admit(ctx context.Context, a *Attributes) error {
+	for _, m := range s.mutating {
+		if err := m.Admit(ctx, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Server) validateAdmission(ctx context.Context, a *Attributes) error {
+	for _, v := range s.validating {
+		if err := v.Validate(ctx, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// serviceAccountDefault sets a pod's serviceAccountName to "default" when
+// unset, as upstream's ServiceAccount admission plugin does.
+type serviceAccountDefault struct{}
+
+func (serviceAccountDefault) Admit(_ context.Context, a *Attributes) error {
+	if a.Operation != "CREATE" || a.Resource.Resource != "pods" || a.Subresource != "" {
+		return nil
+	}
+	if p, ok := a.Object.(*corev1.Pod); ok && p.Spec.ServiceAccountName == "" {
+		p.Spec.ServiceAccountName = "default"
+		p.Spec.DeprecatedServiceAccount = "default"
+	}
+	return nil
+}
+
+// namespaceLifecycle refuses to create objects in a namespace that does
+// not exist or is being deleted, and protects the system namespaces.
+type namespaceLifecycle struct{ s *Server }
+
+var immortalNamespaces = map[string]bool{"default": true, "kube-system": true, "kube-public": true, "kube-node-lease": true}
+
+func (n namespaceLifecycle) Validate(ctx context.Context, a *Attributes) error {
+	if a.Resource.Resource == "namespaces" && a.Resource.Group == "" {
+		if a.Operation == "DELETE" && immortalNamespaces[a.Name] {
+			return apierrors.NewForbidden(schema.GroupResource{Resource: "namespaces"}, a.Name, fmt.Errorf("this namespace may not be deleted"))
+		}
+		return nil
+	}
+	if a.Operation != "CREATE" || a.Namespace == "" {
+		return nil
+	}
+	nsr := n.s.resources[schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}]
+	obj, err := nsr.store.Get(ctx, nsr.store.Key("", a.Namespace))
+	if apierrors.IsNotFound(err) {
+		return apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, a.Namespace)
+	}
+	if err != nil {
+		return err
+	}
+	if ns := obj.(*corev1.Namespace); ns.Status.Phase == corev1.NamespaceTerminating || ns.DeletionTimestamp != nil {
+		// Events are still accepted so controllers can report the cleanup.
+		if a.Resource.Resource == "events" {
+			return nil
+		}
+		return apierrors.NewForbidden(a.Resource.GroupResource(), a.Name,
+			fmt.Errorf("unable to create new content in namespace %s because it is being terminated", a.Namespace))
+	}
+	return nil
+}

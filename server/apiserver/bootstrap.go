@@ -1,0 +1,129 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kelp-project/kelp/server/storage"
+)
+
+// Bootstrap creates what every cluster starts with: the four system
+// namespaces and the default/kubernetes Service, whose endpoints point at
+// this API server. It goes through the normal write path, so defaults and
+// validation apply. It also reconciles Service allocations with the
+// Services that exist, freeing anything a crash left behind. /readyz
+// reports ready only after it succeeds.
+func (s *Server) Bootstrap(ctx context.Context) error {
+	err := s.bootstrap(ctx)
+	s.ready.Store("bootstrap", err)
+	return err
+}
+
+func (s *Server) bootstrap(ctx context.Context) error {
+	nsr := s.resources[schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}]
+	for _, name := range []string{"default", "kube-system", "kube-public", "kube-node-lease"} {
+		if err := s.ensure(ctx, nsr, "", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+			return err
+		}
+	}
+	if err := s.repairAllocations(ctx); err != nil {
+		return err
+	}
+	svcr := s.resources[schema.GroupVersionResource{Version: "v1", Resource: "services"}]
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default",
+			Labels: map[string]string{"component": "apiserver", "provider": "kubernetes"}},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: s.services.FirstIP(),
+			Ports: []corev1.ServicePort{{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP,
+				TargetPort: intstr.FromInt32(int32(s.cfg.PublicPort))}},
+		},
+	}
+	if err := s.ensure(ctx, svcr, "default", svc); err != nil {
+		return err
+	}
+	port := int32(s.cfg.PublicPort)
+	epr := s.resources[schema.GroupVersionResource{Version: "v1", Resource: "endpoints"}]
+	ep := &corev1.Endpoints{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default",
+			Labels: map[string]string{"endpointslice.kubernetes.io/skip-mirror": "true"}},
+		Subsets: []corev1.EndpointSubset{{
+			Addresses: []corev1.EndpointAddress{{IP: s.cfg.PublicAddress}},
+			Ports:     []corev1.EndpointPort{{Name: "https", Port: port, Protocol: corev1.ProtocolTCP}},
+		}},
+	}
+	if err := s.ensureCurrent(ctx, epr, "default", ep); err != nil {
+		return err
+	}
+	slr := s.resources[schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}]
+	ready, name, proto := true, "https", corev1.ProtocolTCP
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default",
+			Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes", discoveryv1.LabelManagedBy: "kelp-apiserver"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{s.cfg.PublicAddress}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: &name, Port: &port, Protocol: &proto}},
+	}
+	return s.ensureCurrent(ctx, slr, "default", slice)
+}
+
+// ensure creates obj unless an object of that name exists.
+func (s *Server) ensure(ctx context.Context, sv *served, ns string, obj runtime.Object) error {
+	_, err := s.createObject(ctx, sv, ns, obj, false)
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("bootstrap %s: %w", sv.GVR.Resource, err)
+	}
+	return nil
+}
+
+// ensureCurrent creates obj, or replaces an existing object's content with
+// it (the advertised address may have changed since the last start).
+func (s *Server) ensureCurrent(ctx context.Context, sv *served, ns string, obj runtime.Object) error {
+	acc, _ := meta.Accessor(obj)
+	_, err := s.createObject(ctx, sv, ns, obj.DeepCopyObject(), false)
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	_, err = s.updateObject(ctx, sv, requestInfo{Namespace: ns, Name: acc.GetName()}, "", func(cur runtime.Object) (runtime.Object, error) {
+		next := obj.DeepCopyObject()
+		na, _ := meta.Accessor(next)
+		ca, _ := meta.Accessor(cur)
+		na.SetResourceVersion(ca.GetResourceVersion())
+		return next, nil
+	}, false)
+	return err
+}
+
+func (s *Server) repairAllocations(ctx context.Context) error {
+	svcr := s.resources[schema.GroupVersionResource{Version: "v1", Resource: "services"}]
+	res, err := svcr.store.List(ctx, storage.ListOptions{})
+	if err != nil {
+		return err
+	}
+	inUse := map[string][]string{}
+	for _, item := range res.Items {
+		svc := item.(*corev1.Service)
+		owner := serviceOwner(svc)
+		if svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != corev1.ClusterIPNone {
+			inUse[owner] = append(inUse[owner], svc.Spec.ClusterIP)
+		}
+		for _, p := range svc.Spec.Ports {
+			if p.NodePort != 0 {
+				inUse[owner] = append(inUse[owner], fmt.Sprint(p.NodePort))
+			}
+		}
+		if svc.Spec.HealthCheckNodePort != 0 {
+			inUse[owner] = append(inUse[owner], fmt.Sprint(svc.Spec.HealthCheckNodePort))
+		}
+	}
+	return s.services.Repair(ctx, inUse)
+}

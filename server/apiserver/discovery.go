@@ -1,0 +1,125 @@
+package apiserver
+
+import (
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Discovery is served in the legacy form: clients ask for aggregated
+// discovery but fall back, by the response Content-Type, to fetching each
+// group-version (see docs/api-compat.md).
+
+func (s *Server) addresses() []metav1.ServerAddressByClientCIDR {
+	return []metav1.ServerAddressByClientCIDR{{ClientCIDR: "0.0.0.0/0",
+		ServerAddress: net.JoinHostPort(s.cfg.PublicAddress, strconv.Itoa(s.cfg.PublicPort))}}
+}
+
+func (s *Server) serveAPIVersions(w http.ResponseWriter, r *http.Request) {
+	s.writeObject(w, r, http.StatusOK, &metav1.APIVersions{
+		TypeMeta: metav1.TypeMeta{Kind: "APIVersions"},
+		Versions: []string{"v1"}, ServerAddressByClientCIDRs: s.addresses(),
+	})
+}
+
+func (s *Server) apiGroup(name string) *metav1.APIGroup {
+	var g *metav1.APIGroup
+	for _, gv := range s.groupVersions {
+		if gv.Group != name || name == "" {
+			continue
+		}
+		gvd := metav1.GroupVersionForDiscovery{GroupVersion: gv.String(), Version: gv.Version}
+		if g == nil {
+			g = &metav1.APIGroup{TypeMeta: metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}, Name: name, PreferredVersion: gvd}
+		}
+		g.Versions = append(g.Versions, gvd)
+	}
+	return g
+}
+
+func (s *Server) serveAPIGroupList(w http.ResponseWriter, r *http.Request) {
+	list := &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}}
+	seen := map[string]bool{}
+	for _, gv := range s.groupVersions {
+		if gv.Group == "" || seen[gv.Group] {
+			continue
+		}
+		seen[gv.Group] = true
+		list.Groups = append(list.Groups, *s.apiGroup(gv.Group))
+	}
+	s.writeObject(w, r, http.StatusOK, list)
+}
+
+func (s *Server) serveAPIGroup(w http.ResponseWriter, r *http.Request, group string) {
+	g := s.apiGroup(group)
+	if g == nil {
+		s.writeError(w, r, apierrors.NewNotFound(schema.GroupResource{}, ""))
+		return
+	}
+	s.writeObject(w, r, http.StatusOK, g)
+}
+
+func (s *Server) serveResourceList(w http.ResponseWriter, r *http.Request, gv string) {
+	resources, ok := s.byGroup[gv]
+	if !ok {
+		s.writeError(w, r, apierrors.NewNotFound(schema.GroupResource{}, ""))
+		return
+	}
+	list := &metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: gv}
+	for _, sv := range resources {
+		list.APIResources = append(list.APIResources, discoveryEntries(sv)...)
+	}
+	s.writeObject(w, r, http.StatusOK, list)
+}
+
+// discoveryEntries returns the resource and its subresources as discovery
+// lists them.
+func discoveryEntries(sv *served) []metav1.APIResource {
+	main := metav1.APIResource{
+		Name: sv.GVR.Resource, SingularName: sv.Singular, Namespaced: sv.Namespaced, Kind: sv.Kind,
+		Verbs: sv.AllVerbs(), ShortNames: sv.ShortNames, Categories: sv.Categories,
+	}
+	out := []metav1.APIResource{main}
+	sub := func(name string, verbs []string, group, version, kind string) {
+		out = append(out, metav1.APIResource{Name: sv.GVR.Resource + "/" + name, Namespaced: sv.Namespaced,
+			Group: group, Version: version, Kind: kind, Verbs: verbs})
+	}
+	for _, s := range subresourcesOf(sv) {
+		sub(s.name, s.verbs, s.gvk.Group, s.gvk.Version, s.gvk.Kind)
+	}
+	return out
+}
+
+type subresourceInfo struct {
+	name  string
+	verbs []string
+	gvk   schema.GroupVersionKind
+}
+
+// subresourcesOf lists what serveSubresource implements for a resource.
+func subresourcesOf(sv *served) []subresourceInfo {
+	var out []subresourceInfo
+	rw := []string{"get", "patch", "update"}
+	if sv.Status {
+		out = append(out, subresourceInfo{"status", rw, schema.GroupVersionKind{Kind: sv.Kind}})
+	}
+	if sv.Scale {
+		out = append(out, subresourceInfo{"scale", rw, schema.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"}})
+	}
+	switch sv.GVR.Resource {
+	case "pods":
+		if sv.GVR.Group == "" {
+			out = append(out, subresourceInfo{"binding", []string{"create"}, schema.GroupVersionKind{Kind: "Binding"}})
+		}
+	case "namespaces":
+		out = append(out, subresourceInfo{"finalize", []string{"update"}, schema.GroupVersionKind{Kind: "Namespace"}})
+	}
+	return out
+}
+
+var _ = strings.Cut

@@ -1,0 +1,116 @@
+package apiserver
+
+import (
+	"fmt"
+	"net/http"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+)
+
+// maxJSONPatchOps bounds the work one JSON patch can ask for.
+const maxJSONPatchOps = 10000
+
+func (s *Server) patch(w http.ResponseWriter, r *http.Request, info requestInfo, sv *served, subresource string) {
+	dry, err := dryRun(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	data, err := readBody(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	pt := types.PatchType(mediaType(r))
+	switch pt {
+	case types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType:
+	case types.ApplyYAMLPatchType, types.ApplyCBORPatchType:
+		s.writeError(w, r, unsupportedApply())
+		return
+	default:
+		s.writeError(w, r, unsupportedPatch(string(pt)))
+		return
+	}
+	out, err := s.updateObject(r.Context(), sv, info, subresource, func(cur runtime.Object) (runtime.Object, error) {
+		return applyPatch(w, r, sv, pt, data, cur)
+	}, dry)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeResult(w, r, http.StatusOK, out, sv)
+}
+
+// applyPatch applies one patch to the current object and decodes the
+// result under the request's fieldValidation. It is called again on every
+// retry, against the newest stored object.
+func applyPatch(w http.ResponseWriter, r *http.Request, sv *served, pt types.PatchType, patch []byte, cur runtime.Object) (runtime.Object, error) {
+	original, err := runtime.Encode(jsonSerializer, cur)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	patched, err := PatchJSON(pt, original, patch, sv.New())
+	if err != nil {
+		return nil, err
+	}
+	obj := sv.New()
+	if err := decodeInto(w, r, patched, mediaJSON, sv.GVK(), obj); err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+// PatchJSON applies a JSON, merge or strategic merge patch to a JSON
+// document. schema is the Go type strategic merge patch reads its merge
+// keys from. Errors are Status errors: malformed patches are 400, patches
+// that cannot apply are 422.
+func PatchJSON(pt types.PatchType, original, patch []byte, schemaObj runtime.Object) ([]byte, error) {
+	switch pt {
+	case types.JSONPatchType:
+		p, err := jsonpatch.DecodePatch(patch)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		if len(p) > maxJSONPatchOps {
+			return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("The allowed maximum operations in a JSON patch are %d, got %d", maxJSONPatchOps, len(p)))
+		}
+		out, err := p.Apply(original)
+		if err != nil {
+			return nil, invalidPatch(err)
+		}
+		return out, nil
+	case types.MergePatchType:
+		out, err := jsonpatch.MergePatch(original, patch)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		return out, nil
+	case types.StrategicMergePatchType:
+		out, err := strategicpatch.StrategicMergePatch(original, patch, schemaObj)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		return out, nil
+	}
+	return nil, unsupportedPatch(string(pt))
+}
+
+func invalidPatch(err error) error {
+	return apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "",
+		"the server rejected our request due to an error in our request: "+err.Error(), 0, false)
+}
+
+func unsupportedPatch(mt string) error {
+	return &apierrors.StatusError{ErrStatus: statusFailure(http.StatusUnsupportedMediaType, "UnsupportedMediaType",
+		fmt.Sprintf("the body of the request was in an unknown format (%q) - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json", mt))}
+}
+
+func unsupportedApply() error {
+	return &apierrors.StatusError{ErrStatus: statusFailure(http.StatusUnsupportedMediaType, "UnsupportedMediaType",
+		"server-side apply (application/apply-patch+yaml) is not supported by kelp yet; use client-side kubectl apply (without --server-side)")}
+}

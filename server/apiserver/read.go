@@ -1,0 +1,168 @@
+package apiserver
+
+import (
+	"net/http"
+	"strconv"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/kelp-project/kelp/server/storage"
+)
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request, info requestInfo, sv *served) {
+	obj, err := sv.store.Get(r.Context(), sv.store.Key(info.Namespace, info.Name))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeResult(w, r, http.StatusOK, obj, sv)
+}
+
+// listOptions reads the list and watch query parameters.
+func listOptions(r *http.Request, info requestInfo, sv *served) (storage.ListOptions, error) {
+	q := r.URL.Query()
+	o := storage.ListOptions{
+		Namespace:       info.Namespace,
+		ResourceVersion: q.Get("resourceVersion"),
+		RVMatch:         metav1.ResourceVersionMatch(q.Get("resourceVersionMatch")),
+		Continue:        q.Get("continue"),
+		AllowBookmarks:  isTrue(q.Get("allowWatchBookmarks")),
+		Predicate:       storage.Predicate{Attrs: sv.Attrs},
+	}
+	if _, err := storage.ParseRV(o.ResourceVersion); err != nil {
+		return o, err
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return o, apierrors.NewBadRequest("limit must be a non-negative integer")
+		}
+		o.Limit = n
+	}
+	if v := q.Get("labelSelector"); v != "" {
+		sel, err := labels.Parse(v)
+		if err != nil {
+			return o, apierrors.NewBadRequest("unable to parse requirement: " + err.Error())
+		}
+		o.Predicate.Label = sel
+	}
+	if v := q.Get("fieldSelector"); v != "" {
+		sel, err := fields.ParseSelector(v)
+		if err != nil {
+			return o, apierrors.NewBadRequest(err.Error())
+		}
+		if err := sv.CheckFieldSelector(sel); err != nil {
+			return o, apierrors.NewBadRequest(err.Error())
+		}
+		o.Predicate.Field = sel
+	}
+	if v := q.Get("sendInitialEvents"); v != "" {
+		b := isTrue(v)
+		o.SendInitialEvents = &b
+		if info.Verb != "watch" {
+			return o, apierrors.NewBadRequest("sendInitialEvents is forbidden for list")
+		}
+		if o.RVMatch != metav1.ResourceVersionMatchNotOlderThan {
+			return o, apierrors.NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: "ListOptions"}, "",
+				field.ErrorList{field.Forbidden(field.NewPath("resourceVersionMatch"), "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan")})
+		}
+	}
+	switch o.RVMatch {
+	case "", metav1.ResourceVersionMatchNotOlderThan, metav1.ResourceVersionMatchExact:
+	default:
+		return o, apierrors.NewBadRequest("resourceVersionMatch: unsupported value " + string(o.RVMatch))
+	}
+	if o.RVMatch != "" && o.ResourceVersion == "" && info.Verb == "list" {
+		return o, apierrors.NewBadRequest("resourceVersionMatch is forbidden unless resourceVersion is provided")
+	}
+	if o.Continue != "" && o.ResourceVersion != "" && o.ResourceVersion != "0" {
+		return o, apierrors.NewBadRequest("specifying resource version is not allowed when using continue")
+	}
+	return o, nil
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request, info requestInfo, sv *served) {
+	o, err := listOptions(r, info, sv)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	res, err := sv.store.List(r.Context(), o)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	list := sv.NewList()
+	if err := meta.SetList(list, res.Items); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	lm, _ := meta.ListAccessor(list)
+	lm.SetResourceVersion(strconv.FormatInt(res.ResourceVersion, 10))
+	lm.SetContinue(res.Continue)
+	lm.SetRemainingItemCount(res.RemainingItemCount)
+	list.GetObjectKind().SetGroupVersionKind(sv.GVR.GroupVersion().WithKind(sv.Kind + "List"))
+	s.writeResult(w, r, http.StatusOK, list, sv)
+}
+
+// writeResult writes an object or list in the negotiated form: the object
+// itself, a Table, or PartialObjectMetadata.
+func (s *Server) writeResult(w http.ResponseWriter, r *http.Request, code int, obj runtime.Object, sv *served) {
+	a := negotiate(r)
+	if a.invalid {
+		s.writeError(w, r, notAcceptable())
+		return
+	}
+	if obj.GetObjectKind().GroupVersionKind().Empty() {
+		obj.GetObjectKind().SetGroupVersionKind(sv.GVK())
+	}
+	switch a.as {
+	case "Table":
+		t, err := s.table(r, obj, true)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		s.writeObject(w, r, code, t)
+	case "PartialObjectMetadata", "PartialObjectMetadataList":
+		s.writeObject(w, r, code, partialMetadata(obj))
+	default:
+		s.writeObject(w, r, code, obj)
+	}
+}
+
+// partialMetadata strips objects to their metadata, for metadata-only
+// clients such as the garbage collector.
+func partialMetadata(obj runtime.Object) runtime.Object {
+	if meta.IsListType(obj) {
+		out := &metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{Kind: "PartialObjectMetadataList", APIVersion: "meta.k8s.io/v1"}}
+		if lm, err := meta.ListAccessor(obj); err == nil {
+			out.ResourceVersion = lm.GetResourceVersion()
+			out.Continue = lm.GetContinue()
+			out.RemainingItemCount = lm.GetRemainingItemCount()
+		}
+		_ = meta.EachListItem(obj, func(item runtime.Object) error {
+			out.Items = append(out.Items, *metadataOf(item))
+			return nil
+		})
+		return out
+	}
+	return metadataOf(obj)
+}
+
+func metadataOf(obj runtime.Object) *metav1.PartialObjectMetadata {
+	pm := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"}}
+	if oma, ok := obj.(metav1.ObjectMetaAccessor); ok {
+		if om, ok := oma.GetObjectMeta().(*metav1.ObjectMeta); ok {
+			pm.ObjectMeta = *om
+		}
+	}
+	return pm
+}

@@ -1,0 +1,85 @@
+package apiserver
+
+import (
+	"net/http"
+	"strings"
+)
+
+// requestInfo is what a URL and method say about a resource request.
+type requestInfo struct {
+	IsResource  bool
+	Verb        string // get list watch create update patch delete deletecollection
+	Group       string
+	Version     string
+	Namespace   string
+	Resource    string
+	Name        string
+	Subresource string
+	Path        string
+}
+
+// parseRequest reads /api/v1/... and /apis/<group>/<version>/... paths:
+//
+//	[/namespaces/{ns}]/{resource}[/{name}[/{subresource}]]
+//
+// Anything else is a non-resource path (discovery, health, openapi).
+func parseRequest(r *http.Request) requestInfo {
+	info := requestInfo{Path: r.URL.Path}
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	switch {
+	case len(parts) >= 3 && parts[0] == "api":
+		info.Version = parts[1]
+		parts = parts[2:]
+	case len(parts) >= 4 && parts[0] == "apis":
+		info.Group, info.Version = parts[1], parts[2]
+		parts = parts[3:]
+	default:
+		info.Verb = strings.ToLower(r.Method)
+		return info
+	}
+	info.IsResource = true
+	// "namespaces/{ns}/{resource}..." is a namespaced request, but
+	// "namespaces/{name}" alone (or with /status, /finalize) is the
+	// namespace itself.
+	if parts[0] == "namespaces" && len(parts) >= 3 && parts[2] != "status" && parts[2] != "finalize" {
+		info.Namespace = parts[1]
+		parts = parts[2:]
+	} else if parts[0] == "namespaces" && len(parts) >= 2 {
+		info.Namespace = ""
+	}
+	info.Resource = parts[0]
+	if len(parts) > 1 {
+		info.Name = parts[1]
+	}
+	if len(parts) > 2 {
+		info.Subresource = strings.Join(parts[2:], "/")
+	}
+	q := r.URL.Query()
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		switch {
+		case info.Name == "" && isTrue(q.Get("watch")):
+			info.Verb = "watch"
+		case info.Name == "":
+			info.Verb = "list"
+		default:
+			info.Verb = "get"
+		}
+	case http.MethodPost:
+		info.Verb = "create"
+	case http.MethodPut:
+		info.Verb = "update"
+	case http.MethodPatch:
+		info.Verb = "patch"
+	case http.MethodDelete:
+		info.Verb = "delete"
+		if info.Name == "" {
+			info.Verb = "deletecollection"
+		}
+	default:
+		info.Verb = strings.ToLower(r.Method)
+	}
+	return info
+}
+
+func isTrue(s string) bool { return s == "true" || s == "1" }

@@ -1,0 +1,264 @@
+// Package apiserver is kelp's Kubernetes API server. A request passes, in
+// this order and each in its own file: authentication.go, authorization.go,
+// then for writes admission.go (mutating), validation (server/validation),
+// admission.go (validating), and finally storage (server/storage). Watch
+// events come back out of the storage's watch cache through watch.go.
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kelp-project/kelp/server/allocator"
+	"github.com/kelp-project/kelp/server/openapi"
+	"github.com/kelp-project/kelp/server/registry"
+	"github.com/kelp-project/kelp/server/storage"
+)
+
+// Config is what the API server needs from the process that hosts it.
+type Config struct {
+	Etcd           *clientv3.Client
+	Authenticators []Authenticator
+	Authorizer     Authorizer
+	// ServiceCIDR and NodePortRange feed the Service allocators.
+	ServiceCIDR   string
+	NodePortRange string
+	// PublicAddress is advertised in discovery and in the kubernetes
+	// Service's endpoints.
+	PublicAddress string
+	PublicPort    int
+	// CompactionInterval is how often etcd history is compacted.
+	CompactionInterval time.Duration
+}
+
+// Server serves the Kubernetes API.
+type Server struct {
+	cfg            Config
+	authenticators []Authenticator
+	authorizer     Authorizer
+	resources      map[schema.GroupVersionResource]*served
+	byGroup        map[string][]*served // "group/version" -> resources
+	groupVersions  []schema.GroupVersion
+	openapi        http.Handler
+	services       *allocator.Services
+	compactor      *storage.Compactor
+	ready          sync.Map // check name -> error
+	mutating       []MutatingAdmission
+	validating     []ValidatingAdmission
+}
+
+// served pairs a resource's declaration with its storage.
+type served struct {
+	*registry.Resource
+	store *storage.Store
+}
+
+// New opens storage for every resource and prepares the handlers.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	s := &Server{
+		cfg:            cfg,
+		authenticators: append([]Authenticator{certAuthenticator{}}, cfg.Authenticators...),
+		authorizer:     cfg.Authorizer,
+		resources:      map[schema.GroupVersionResource]*served{},
+		byGroup:        map[string][]*served{},
+	}
+	if s.authorizer == nil {
+		s.authorizer = adminAuthorizer{}
+	}
+	var stores []*storage.Store
+	var specs []openapi.Resource
+	for _, r := range registry.All() {
+		st, err := storage.New(ctx, storage.Config{
+			Client: cfg.Etcd, Resource: r.GroupResource(), Prefix: r.Prefix(), Kind: r.GVK(),
+			NewFunc: r.New, Attrs: r.Attrs,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("storage for %s: %w", r.GVR.Resource, err)
+		}
+		stores = append(stores, st)
+		sv := &served{Resource: r, store: st}
+		s.resources[r.GVR] = sv
+		gv := r.GVR.GroupVersion()
+		if _, ok := s.byGroup[gv.String()]; !ok {
+			s.groupVersions = append(s.groupVersions, gv)
+		}
+		s.byGroup[gv.String()] = append(s.byGroup[gv.String()], sv)
+		specs = append(specs, openapiResource(r))
+	}
+	s.openapi = openapi.New(specs)
+	svc, err := allocator.NewServices(ctx, cfg.Etcd, cfg.ServiceCIDR, cfg.NodePortRange)
+	if err != nil {
+		return nil, err
+	}
+	s.services = svc
+	s.compactor = &storage.Compactor{Client: cfg.Etcd, Interval: cfg.CompactionInterval, Stores: func() []*storage.Store { return stores }}
+	go s.compactor.Run(ctx)
+	s.mutating = []MutatingAdmission{serviceAccountDefault{}}
+	s.validating = []ValidatingAdmission{namespaceLifecycle{s: s}}
+	return s, nil
+}
+
+// Compactor exposes etcd compaction (tests and benchmarks trigger it).
+func (s *Server) Compactor() *storage.Compactor { return s.compactor }
+
+// lookup finds the served resource for a request.
+func (s *Server) lookup(info requestInfo) (*served, error) {
+	sv, ok := s.resources[schema.GroupVersionResource{Group: info.Group, Version: info.Version, Resource: info.Resource}]
+	if !ok {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Group: info.Group, Resource: info.Resource}, "")
+	}
+	return sv, nil
+}
+
+// ServeHTTP is the front door: it recovers panics into 500s, then runs the
+// request path.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			logrus.Errorf("panic serving %s %s: %v\n%s", r.Method, r.URL, p, debug.Stack())
+			s.writeError(w, r, apierrors.NewInternalError(fmt.Errorf("%v", p)))
+		}
+		logrus.Debugf("%s %s (%s)", r.Method, r.URL, time.Since(start))
+	}()
+	info := parseRequest(r)
+	u, err := s.authenticate(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if ok, _ := s.authorizer.Authorize(u, info); !ok {
+		gr := schema.GroupResource{Group: info.Group, Resource: info.Resource}
+		s.writeError(w, r, apierrors.NewForbidden(gr, info.Name, fmt.Errorf("%s", strings.TrimPrefix(forbiddenMessage(u, info), forbiddenPrefix(gr, info.Name)))))
+		return
+	}
+	ctx := withUser(r.Context(), u)
+	r = r.WithContext(ctx)
+	if !info.IsResource {
+		s.serveNonResource(w, r, info)
+		return
+	}
+	s.serveResource(w, r, info)
+}
+
+// forbiddenPrefix is what apierrors.NewForbidden puts before the reason, so
+// the final message reads exactly as upstream's.
+func forbiddenPrefix(gr schema.GroupResource, name string) string {
+	if name == "" {
+		return gr.String() + " is forbidden: "
+	}
+	return fmt.Sprintf("%s %q is forbidden: ", gr.String(), name)
+}
+
+func (s *Server) serveNonResource(w http.ResponseWriter, r *http.Request, info requestInfo) {
+	p := r.URL.Path
+	switch {
+	case p == "/healthz" || p == "/livez" || p == "/readyz" || strings.HasPrefix(p, "/healthz/") || strings.HasPrefix(p, "/livez/") || strings.HasPrefix(p, "/readyz/"):
+		s.serveHealth(w, r)
+	case p == "/version" || p == "/version/":
+		s.serveVersion(w, r)
+	case p == "/api" || p == "/api/":
+		s.serveAPIVersions(w, r)
+	case p == "/apis" || p == "/apis/":
+		s.serveAPIGroupList(w, r)
+	case p == "/api/v1" || p == "/api/v1/":
+		s.serveResourceList(w, r, "v1")
+	case strings.HasPrefix(p, "/apis/"):
+		parts := strings.Split(strings.Trim(p, "/"), "/")
+		if len(parts) == 2 {
+			s.serveAPIGroup(w, r, parts[1])
+			return
+		}
+		if len(parts) == 3 {
+			s.serveResourceList(w, r, parts[1]+"/"+parts[2])
+			return
+		}
+		s.writeError(w, r, apierrors.NewNotFound(schema.GroupResource{}, ""))
+	case strings.HasPrefix(p, "/openapi/v3"):
+		s.openapi.ServeHTTP(w, r)
+	default:
+		s.writeError(w, r, notFoundPath(p))
+	}
+}
+
+func notFoundPath(p string) error {
+	return &apierrors.StatusError{ErrStatus: apierrors.NewNotFound(schema.GroupResource{}, "").ErrStatus}
+}
+
+func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requestInfo) {
+	sv, err := s.lookup(info)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if !sv.Namespaced && info.Namespace != "" && info.Resource != "namespaces" {
+		s.writeError(w, r, apierrors.NewNotFound(sv.GroupResource(), info.Name))
+		return
+	}
+	if info.Subresource != "" {
+		s.serveSubresource(w, r, info, sv)
+		return
+	}
+	switch info.Verb {
+	case "get":
+		s.get(w, r, info, sv)
+	case "list":
+		s.list(w, r, info, sv)
+	case "watch":
+		s.watch(w, r, info, sv)
+	case "create":
+		if info.Name != "" {
+			s.writeError(w, r, methodNotAllowed(r.Method, sv))
+			return
+		}
+		s.create(w, r, info, sv)
+	case "update":
+		s.update(w, r, info, sv, "")
+	case "patch":
+		s.patch(w, r, info, sv, "")
+	case "delete":
+		s.delete(w, r, info, sv)
+	case "deletecollection":
+		s.deleteCollection(w, r, info, sv)
+	default:
+		s.writeError(w, r, methodNotAllowed(r.Method, sv))
+	}
+}
+
+func methodNotAllowed(method string, sv *served) error {
+	return apierrors.NewMethodNotSupported(sv.GroupResource(), strings.ToLower(method))
+}
+
+// Resources lists the served resources, sorted, for discovery and tests.
+func (s *Server) Resources() []*registry.Resource {
+	var out []*registry.Resource
+	for _, sv := range s.resources {
+		out = append(out, sv.Resource)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].GVR.String() < out[j].GVR.String() })
+	return out
+}
+
+type userKey struct{}
+
+func withUser(ctx context.Context, u *User) context.Context { return context.WithValue(ctx, userKey{}, u) }
+
+// UserFrom returns the authenticated user of a request context.
+func UserFrom(ctx context.Context) *User {
+	u, _ := ctx.Value(userKey{}).(*User)
+	return u
+}

@@ -1,0 +1,169 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/kelp-project/kelp/server/allocator"
+)
+
+// Services get their ClusterIP and NodePorts on the write path, after
+// validation and before storage, as upstream's service registry does.
+
+func serviceOwner(svc *corev1.Service) string { return svc.Namespace + "/" + svc.Name }
+
+func needsNodePorts(t corev1.ServiceType) bool {
+	return t == corev1.ServiceTypeNodePort || t == corev1.ServiceTypeLoadBalancer
+}
+
+// keepAllocated carries allocated values over on update when the client
+// left them empty, as upstream does, so a PUT without clusterIP or
+// nodePort keeps them instead of failing as an immutable-field change.
+func keepAllocated(obj, old runtime.Object) {
+	svc, ok := obj.(*corev1.Service)
+	prev, ok2 := old.(*corev1.Service)
+	if !ok || !ok2 || svc.Spec.Type == corev1.ServiceTypeExternalName {
+		return
+	}
+	if svc.Spec.ClusterIP == "" && len(svc.Spec.ClusterIPs) == 0 {
+		svc.Spec.ClusterIP = prev.Spec.ClusterIP
+		svc.Spec.ClusterIPs = prev.Spec.ClusterIPs
+	}
+	if len(svc.Spec.IPFamilies) == 0 {
+		svc.Spec.IPFamilies = prev.Spec.IPFamilies
+	}
+	if svc.Spec.IPFamilyPolicy == nil {
+		svc.Spec.IPFamilyPolicy = prev.Spec.IPFamilyPolicy
+	}
+	if needsNodePorts(svc.Spec.Type) && needsNodePorts(prev.Spec.Type) {
+		for i := range svc.Spec.Ports {
+			p := &svc.Spec.Ports[i]
+			if p.NodePort != 0 {
+				continue
+			}
+			for _, q := range prev.Spec.Ports {
+				if q.Port == p.Port && q.Protocol == p.Protocol {
+					p.NodePort = q.NodePort
+				}
+			}
+		}
+	}
+	if svc.Spec.HealthCheckNodePort == 0 {
+		svc.Spec.HealthCheckNodePort = prev.Spec.HealthCheckNodePort
+	}
+}
+
+// allocate claims what a Service needs. The returned func releases what
+// this call claimed, for when the write fails afterwards.
+func (s *Server) allocate(ctx context.Context, sv *served, obj, old runtime.Object, dry bool) (func(), error) {
+	svc, ok := obj.(*corev1.Service)
+	if !ok || dry {
+		return func() {}, nil
+	}
+	owner := serviceOwner(svc)
+	var ips []string
+	var ports []int
+	release := func() {
+		for _, ip := range ips {
+			s.services.ReleaseIP(context.WithoutCancel(ctx), ip, owner)
+		}
+		for _, p := range ports {
+			s.services.ReleasePort(context.WithoutCancel(ctx), p, owner)
+		}
+	}
+	fail := func(path *field.Path, value any, err error) (func(), error) {
+		release()
+		var allocated allocator.ErrAllocated
+		var outOfRange allocator.ErrOutOfRange
+		if errors.As(err, &allocated) || errors.As(err, &outOfRange) {
+			return func() {}, apierrors.NewInvalid(sv.GVK().GroupKind(), svc.Name, field.ErrorList{field.Invalid(path, value, err.Error())})
+		}
+		return func() {}, apierrors.NewInternalError(fmt.Errorf("failed to allocate %s: %w", path, err))
+	}
+	var prev *corev1.Service
+	if old != nil {
+		prev = old.(*corev1.Service)
+	}
+	if svc.Spec.Type != corev1.ServiceTypeExternalName && svc.Spec.ClusterIP != corev1.ClusterIPNone &&
+		(prev == nil || prev.Spec.ClusterIP != svc.Spec.ClusterIP || svc.Spec.ClusterIP == "") {
+		ip, err := s.services.AllocateIP(ctx, svc.Spec.ClusterIP, owner)
+		if err != nil {
+			return fail(field.NewPath("spec", "clusterIPs").Index(0), svc.Spec.ClusterIP, err)
+		}
+		ips = append(ips, ip)
+		svc.Spec.ClusterIP = ip
+		svc.Spec.ClusterIPs = []string{ip}
+	}
+	if svc.Spec.Type != corev1.ServiceTypeExternalName && svc.Spec.ClusterIP != "" {
+		if len(svc.Spec.IPFamilies) == 0 {
+			svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol}
+		}
+		if svc.Spec.IPFamilyPolicy == nil {
+			single := corev1.IPFamilyPolicySingleStack
+			svc.Spec.IPFamilyPolicy = &single
+		}
+	}
+	if needsNodePorts(svc.Spec.Type) {
+		for i := range svc.Spec.Ports {
+			p := &svc.Spec.Ports[i]
+			if prev != nil && p.NodePort != 0 && hadNodePort(prev, p.NodePort) {
+				continue
+			}
+			port, err := s.services.AllocatePort(ctx, int(p.NodePort), owner)
+			if err != nil {
+				return fail(field.NewPath("spec", "ports").Index(i).Child("nodePort"), p.NodePort, err)
+			}
+			ports = append(ports, port)
+			p.NodePort = int32(port)
+		}
+		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer && svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal &&
+			(prev == nil || prev.Spec.HealthCheckNodePort != svc.Spec.HealthCheckNodePort || svc.Spec.HealthCheckNodePort == 0) {
+			port, err := s.services.AllocatePort(ctx, int(svc.Spec.HealthCheckNodePort), owner)
+			if err != nil {
+				return fail(field.NewPath("spec", "healthCheckNodePort"), svc.Spec.HealthCheckNodePort, err)
+			}
+			ports = append(ports, port)
+			svc.Spec.HealthCheckNodePort = int32(port)
+		}
+	}
+	return release, nil
+}
+
+func hadNodePort(svc *corev1.Service, port int32) bool {
+	for _, p := range svc.Spec.Ports {
+		if p.NodePort == port {
+			return true
+		}
+	}
+	return svc.Spec.HealthCheckNodePort == port
+}
+
+// released frees what a deleted Service held.
+func (s *Server) released(ctx context.Context, _ *served, obj runtime.Object, dry bool) {
+	svc, ok := obj.(*corev1.Service)
+	if !ok || dry {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	owner := serviceOwner(svc)
+	for _, ip := range svc.Spec.ClusterIPs {
+		s.services.ReleaseIP(ctx, ip, owner)
+	}
+	if len(svc.Spec.ClusterIPs) == 0 && svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		s.services.ReleaseIP(ctx, svc.Spec.ClusterIP, owner)
+	}
+	for _, p := range svc.Spec.Ports {
+		if p.NodePort != 0 {
+			s.services.ReleasePort(ctx, int(p.NodePort), owner)
+		}
+	}
+	if svc.Spec.HealthCheckNodePort != 0 {
+		s.services.ReleasePort(ctx, int(svc.Spec.HealthCheckNodePort), owner)
+	}
+}

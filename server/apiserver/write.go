@@ -1,0 +1,256 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/kelp-project/kelp/server/defaults"
+	"github.com/kelp-project/kelp/server/registry"
+	"github.com/kelp-project/kelp/server/validation"
+)
+
+// dryRun reads the dryRun query parameter: only "All" exists.
+func dryRun(r *http.Request) (bool, error) {
+	vals := r.URL.Query()["dryRun"]
+	for _, v := range vals {
+		if v != "All" {
+			return false, apierrors.NewBadRequest(fmt.Sprintf("Invalid dryRun: %q, only \"All\" is supported", v))
+		}
+	}
+	return len(vals) > 0, nil
+}
+
+func (s *Server) create(w http.ResponseWriter, r *http.Request, info requestInfo, sv *served) {
+	dry, err := dryRun(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	data, err := readBody(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	obj := sv.New()
+	if err := decodeInto(w, r, data, mediaType(r), sv.GVK(), obj); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out, err := s.createObject(r.Context(), sv, info.Namespace, obj, dry)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeResult(w, r, http.StatusCreated, out, sv)
+}
+
+// createObject is the write path of a new object: system metadata,
+// defaults, mutating admission, validation, validating admission, storage.
+// The HTTP handler and the server's own bootstrap both use it.
+func (s *Server) createObject(ctx context.Context, sv *served, namespace string, obj runtime.Object, dry bool) (runtime.Object, error) {
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	if sv.Namespaced {
+		if acc.GetNamespace() == "" {
+			acc.SetNamespace(namespace)
+		} else if acc.GetNamespace() != namespace {
+			return nil, apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+		}
+	} else {
+		acc.SetNamespace("")
+	}
+	if acc.GetName() == "" && acc.GetGenerateName() != "" {
+		acc.SetName(acc.GetGenerateName() + rand.String(5))
+	}
+	acc.SetUID(uuid.NewUUID())
+	acc.SetCreationTimestamp(metav1.Now())
+	acc.SetDeletionTimestamp(nil)
+	acc.SetDeletionGracePeriodSeconds(nil)
+	acc.SetResourceVersion("")
+	acc.SetSelfLink("")
+	acc.SetGeneration(0)
+	if registry.HasSpec(obj) {
+		acc.SetGeneration(1)
+	}
+	if sv.Status && !sv.KeepStatusOnCreate {
+		registry.ResetStatus(obj)
+	}
+	defaults.Apply(obj)
+	if sv.PrepareForCreate != nil {
+		sv.PrepareForCreate(obj)
+	}
+	attrs := &Attributes{Operation: "CREATE", Resource: sv.GVR, Namespace: acc.GetNamespace(), Name: acc.GetName(),
+		Object: obj, User: UserFrom(ctx), DryRun: dry}
+	if err := s.admit(ctx, attrs); err != nil {
+		return nil, err
+	}
+	if errs := validation.Validate(obj); len(errs) > 0 {
+		return nil, apierrors.NewInvalid(sv.GVK().GroupKind(), acc.GetName(), errs)
+	}
+	if err := s.validateAdmission(ctx, attrs); err != nil {
+		return nil, err
+	}
+	release, err := s.allocate(ctx, sv, obj, nil, dry)
+	if err != nil {
+		return nil, err
+	}
+	out, err := sv.store.Create(ctx, sv.store.Key(acc.GetNamespace(), acc.GetName()), obj, dry)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return out, nil
+}
+
+func (s *Server) update(w http.ResponseWriter, r *http.Request, info requestInfo, sv *served, subresource string) {
+	dry, err := dryRun(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	data, err := readBody(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	obj := sv.New()
+	if err := decodeInto(w, r, data, mediaType(r), sv.GVK(), obj); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	acc, _ := meta.Accessor(obj)
+	if acc.GetName() != info.Name {
+		s.writeError(w, r, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", acc.GetName(), info.Name)))
+		return
+	}
+	out, err := s.updateObject(r.Context(), sv, info, subresource, func(runtime.Object) (runtime.Object, error) {
+		return obj.DeepCopyObject(), nil
+	}, dry)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeResult(w, r, http.StatusOK, out, sv)
+}
+
+// updateObject is the write path of a change: next computes the user's
+// intended object from the current one (a PUT body, or a patch applied to
+// it); system metadata is carried over, then defaults, admission and
+// validation run, and storage does a compare-and-swap. A resourceVersion
+// in the intended object is a precondition: a stale one is 409 Conflict.
+func (s *Server) updateObject(ctx context.Context, sv *served, info requestInfo, subresource string, next func(current runtime.Object) (runtime.Object, error), dry bool) (runtime.Object, error) {
+	key := sv.store.Key(info.Namespace, info.Name)
+	var releases []func()
+	out, deleted, err := sv.store.Update(ctx, key, func(cur runtime.Object) (runtime.Object, error) {
+		obj, err := next(cur)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.prepareUpdate(sv, info, subresource, obj, cur); err != nil {
+			return nil, err
+		}
+		acc, _ := meta.Accessor(obj)
+		attrs := &Attributes{Operation: "UPDATE", Resource: sv.GVR, Subresource: subresource, Namespace: info.Namespace,
+			Name: info.Name, Object: obj, OldObject: cur, User: UserFrom(ctx), DryRun: dry}
+		if err := s.admit(ctx, attrs); err != nil {
+			return nil, err
+		}
+		var errs field.ErrorList
+		if subresource == "status" {
+			errs = validation.ValidateStatusUpdate(obj, cur)
+		} else {
+			errs = validation.ValidateUpdate(obj, cur)
+		}
+		if len(errs) > 0 {
+			return nil, apierrors.NewInvalid(sv.GVK().GroupKind(), acc.GetName(), errs)
+		}
+		if err := s.validateAdmission(ctx, attrs); err != nil {
+			return nil, err
+		}
+		release, err := s.allocate(ctx, sv, obj, cur, dry)
+		if err != nil {
+			return nil, err
+		}
+		releases = append(releases, release)
+		return obj, nil
+	}, dry)
+	if err != nil {
+		for _, rel := range releases {
+			rel()
+		}
+		return nil, err
+	}
+	if deleted {
+		s.released(ctx, sv, out, dry)
+	}
+	return out, nil
+}
+
+// prepareUpdate carries system metadata over from the stored object and
+// applies the spec/status split and generation rules.
+func (s *Server) prepareUpdate(sv *served, info requestInfo, subresource string, obj, cur runtime.Object) error {
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	old, _ := meta.Accessor(cur)
+	if rv := acc.GetResourceVersion(); rv != "" && rv != old.GetResourceVersion() {
+		return apierrors.NewConflict(sv.GroupResource(), info.Name, fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
+	}
+	if sv.Namespaced {
+		if acc.GetNamespace() == "" {
+			acc.SetNamespace(info.Namespace)
+		} else if acc.GetNamespace() != info.Namespace {
+			return apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+		}
+	} else {
+		acc.SetNamespace("")
+	}
+	if acc.GetUID() == "" {
+		acc.SetUID(old.GetUID())
+	}
+	acc.SetCreationTimestamp(old.GetCreationTimestamp())
+	acc.SetDeletionTimestamp(old.GetDeletionTimestamp())
+	acc.SetDeletionGracePeriodSeconds(old.GetDeletionGracePeriodSeconds())
+	acc.SetResourceVersion(old.GetResourceVersion())
+	acc.SetSelfLink("")
+	switch subresource {
+	case "status":
+		registry.CopySpec(obj, cur)
+	case "binding":
+		// A binding sets spec.nodeName and the PodScheduled condition.
+	case "finalize":
+		registry.CopyStatus(obj, cur)
+	default:
+		if sv.Status {
+			registry.CopyStatus(obj, cur)
+		}
+		if _, ok := obj.(*corev1.Namespace); ok {
+			// spec.finalizers change only through /finalize.
+			registry.CopySpec(obj, cur)
+		}
+	}
+	if ns, ok := obj.(*corev1.Namespace); ok && ns.DeletionTimestamp != nil && len(ns.Spec.Finalizers) == 0 && len(ns.Finalizers) == 0 {
+		zero := int64(0)
+		ns.DeletionGracePeriodSeconds = &zero
+	}
+	keepAllocated(obj, cur)
+	defaults.Apply(obj)
+	acc.SetGeneration(old.GetGeneration())
+	if subresource != "status" && registry.SpecChanged(obj, cur) {
+		acc.SetGeneration(old.GetGeneration() + 1)
+	}
+	return nil
+}

@@ -1,0 +1,220 @@
+// Package pki owns the cluster CA and the certificates it signs: the API
+// server's serving certificate and the client certificates that carry each
+// component's identity (CN = user, O = groups).
+package pki
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+const (
+	caValidity   = 10 * 365 * 24 * time.Hour
+	certValidity = 365 * 24 * time.Hour
+)
+
+// CA is the cluster certificate authority.
+type CA struct {
+	Cert    *x509.Certificate
+	Key     crypto.Signer
+	CertPEM []byte
+}
+
+// LoadOrCreateCA reads dir/ca.crt and dir/ca.key, creating them on first start.
+func LoadOrCreateCA(dir string) (*CA, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	certFile, keyFile := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
+	if certPEM, err := os.ReadFile(certFile); err == nil {
+		keyPEM, err := os.ReadFile(keyFile)
+		if err != nil {
+			return nil, err
+		}
+		cert, key, err := parsePair(certPEM, keyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("CA in %s: %w", dir, err)
+		}
+		return &CA{Cert: cert, Key: key, CertPEM: certPEM}, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: fmt.Sprintf("kelp-ca@%d", now.Unix())},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(caValidity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return nil, err
+	}
+	cert, _ := x509.ParseCertificate(der)
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	keyPEM, err := encodeKey(key)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFile(keyFile, keyPEM, 0o600); err != nil {
+		return nil, err
+	}
+	if err := writeFile(certFile, certPEM, 0o644); err != nil {
+		return nil, err
+	}
+	return &CA{Cert: cert, Key: key, CertPEM: certPEM}, nil
+}
+
+// Pool returns a pool holding only this CA, for verifying peers.
+func (ca *CA) Pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(ca.Cert)
+	return p
+}
+
+// ServingCert returns dir/<name>.crt and .key, reissuing them when they are
+// missing, expire within 30 days, were signed by another CA, or do not cover
+// every requested name and IP (a node IP may change between starts).
+func (ca *CA) ServingCert(dir, name string, dnsNames []string, ips []net.IP) (certFile, keyFile string, err error) {
+	certFile, keyFile = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
+	if certPEM, err := os.ReadFile(certFile); err == nil {
+		if keyPEM, err := os.ReadFile(keyFile); err == nil {
+			if cert, _, err := parsePair(certPEM, keyPEM); err == nil && ca.covers(cert, dnsNames, ips) {
+				return certFile, keyFile, nil
+			}
+		}
+	}
+	tmpl := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: name},
+		DNSNames:    dnsNames,
+		IPAddresses: ips,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	certPEM, keyPEM, err := ca.issue(tmpl)
+	if err != nil {
+		return "", "", err
+	}
+	if err := writeFile(keyFile, keyPEM, 0o600); err != nil {
+		return "", "", err
+	}
+	return certFile, keyFile, writeFile(certFile, certPEM, 0o644)
+}
+
+func (ca *CA) covers(cert *x509.Certificate, dnsNames []string, ips []net.IP) bool {
+	if cert.CheckSignatureFrom(ca.Cert) != nil || time.Until(cert.NotAfter) < 30*24*time.Hour {
+		return false
+	}
+	for _, n := range dnsNames {
+		if !slices.Contains(cert.DNSNames, n) {
+			return false
+		}
+	}
+	for _, ip := range ips {
+		if !slices.ContainsFunc(cert.IPAddresses, ip.Equal) {
+			return false
+		}
+	}
+	return true
+}
+
+// ClientCert issues a client certificate: the API server reads the user from
+// CN and the groups from O.
+func (ca *CA) ClientCert(user string, groups []string) (certPEM, keyPEM []byte, err error) {
+	return ca.issue(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: user, Organization: groups},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+}
+
+func (ca *CA) issue(tmpl *x509.Certificate) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	now := time.Now()
+	tmpl.SerialNumber = serial()
+	tmpl.NotBefore = now.Add(-time.Hour)
+	tmpl.NotAfter = now.Add(certValidity)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
+	if err != nil {
+		return nil, nil, err
+	}
+	keyPEM, err = encodeKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM, nil
+}
+
+func serial() *big.Int {
+	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	return n
+}
+
+func encodeKey(key *ecdsa.PrivateKey) ([]byte, error) {
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
+}
+
+func parsePair(certPEM, keyPEM []byte) (*x509.Certificate, crypto.Signer, error) {
+	cb, _ := pem.Decode(certPEM)
+	kb, _ := pem.Decode(keyPEM)
+	if cb == nil || kb == nil {
+		return nil, nil, errors.New("not PEM")
+	}
+	cert, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	key, err := x509.ParseECPrivateKey(kb.Bytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !key.PublicKey.Equal(cert.PublicKey) {
+		return nil, nil, errors.New("key does not match certificate")
+	}
+	return cert, key, nil
+}
+
+// writeFile replaces path atomically, so a crash never leaves half a key.
+func writeFile(path string, data []byte, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+		return os.Chmod(path, mode)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, mode); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp, mode); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

@@ -1,0 +1,379 @@
+// Package storage keeps API objects in etcd. resourceVersion is the etcd mod
+// revision of the object's key; every write is a transaction that compares
+// revisions, which is all optimistic concurrency needs.
+package storage
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// Config describes one resource's storage.
+type Config struct {
+	Client   *clientv3.Client
+	Resource schema.GroupResource
+	// Prefix is the etcd key prefix, ending in "/".
+	Prefix string
+	// Kind is the version the bytes are stored in.
+	Kind    schema.GroupVersionKind
+	NewFunc func() runtime.Object
+	Attrs   AttrFunc
+	// CacheWindow is how many recent events the watch cache keeps.
+	CacheWindow int
+}
+
+// Store is the storage of one resource: etcd for writes and consistent
+// reads, and a watch cache for watches and resourceVersion=0 lists.
+type Store struct {
+	client  *clientv3.Client
+	gr      schema.GroupResource
+	prefix  string
+	codec   *codec
+	newFunc func() runtime.Object
+	attrs   AttrFunc
+	cache   *watchCache
+}
+
+// New opens the store and starts its watch cache, which is ready when New
+// returns.
+func New(ctx context.Context, cfg Config) (*Store, error) {
+	s := &Store{
+		client:  cfg.Client,
+		gr:      cfg.Resource,
+		prefix:  cfg.Prefix,
+		codec:   newCodec(cfg.Kind),
+		newFunc: cfg.NewFunc,
+		attrs:   cfg.Attrs,
+	}
+	window := cfg.CacheWindow
+	if window <= 0 {
+		window = 4096
+	}
+	c, err := newWatchCache(ctx, s, window)
+	if err != nil {
+		return nil, err
+	}
+	s.cache = c
+	return s, nil
+}
+
+// Key is where an object lives: /registry/<resource>/<namespace>/<name>,
+// or /registry/<resource>/<name> for cluster-scoped objects.
+func (s *Store) Key(namespace, name string) string {
+	if namespace == "" {
+		return s.prefix + name
+	}
+	return s.prefix + namespace + "/" + name
+}
+
+// scope is the key prefix of a list or watch over one namespace or all.
+func (s *Store) scope(namespace string) string {
+	if namespace == "" {
+		return s.prefix
+	}
+	return s.prefix + namespace + "/"
+}
+
+// Create stores obj if the key is free. dryRun runs every check but the write.
+func (s *Store) Create(ctx context.Context, key string, obj runtime.Object, dryRun bool) (runtime.Object, error) {
+	data, err := s.encode(obj)
+	if err != nil {
+		return nil, err
+	}
+	if dryRun {
+		resp, err := s.client.Get(ctx, key, clientv3.WithCountOnly())
+		if err != nil {
+			return nil, etcdErr(err)
+		}
+		if resp.Count > 0 {
+			return nil, apierrors.NewAlreadyExists(s.gr, nameOf(obj))
+		}
+		return obj, nil
+	}
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(data))).
+		Commit()
+	if err != nil {
+		return nil, etcdErr(err)
+	}
+	if !resp.Succeeded {
+		return nil, apierrors.NewAlreadyExists(s.gr, nameOf(obj))
+	}
+	return obj, setRV(obj, resp.Header.Revision)
+}
+
+// Get reads the current object from etcd (a quorum read).
+func (s *Store) Get(ctx context.Context, key string) (runtime.Object, error) {
+	obj, _, err := s.get(ctx, key)
+	return obj, err
+}
+
+func (s *Store) get(ctx context.Context, key string) (runtime.Object, int64, error) {
+	obj, rev, _, err := s.getRaw(ctx, key)
+	return obj, rev, err
+}
+
+func (s *Store) getRaw(ctx context.Context, key string) (runtime.Object, int64, []byte, error) {
+	resp, err := s.client.Get(ctx, key)
+	if err != nil {
+		return nil, 0, nil, etcdErr(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, 0, nil, apierrors.NewNotFound(s.gr, nameFromKey(key))
+	}
+	kv := resp.Kvs[0]
+	obj, err := s.codec.decode(kv.Value, s.newFunc(), kv.ModRevision)
+	return obj, kv.ModRevision, kv.Value, err
+}
+
+// UpdateFunc computes the next state from the current one. It runs again
+// whenever another writer got in first, so it must not have side effects.
+type UpdateFunc func(current runtime.Object) (runtime.Object, error)
+
+// Update is a read-modify-write loop: each attempt is a compare-and-swap on
+// the key's mod revision. Callers that carry a client's resourceVersion
+// check it inside fn and return Conflict themselves, so a stale client write
+// never wins a retry. When fn returns an object whose deletion is complete
+// (deletionTimestamp set, grace 0, no finalizers) the key is deleted.
+func (s *Store) Update(ctx context.Context, key string, fn UpdateFunc, dryRun bool) (obj runtime.Object, deleted bool, err error) {
+	for {
+		cur, rev, raw, err := s.getRaw(ctx, key)
+		if err != nil {
+			return nil, false, err
+		}
+		next, err := fn(cur.DeepCopyObject())
+		if err != nil {
+			return nil, false, err
+		}
+		del := deletionComplete(next)
+		op := clientv3.OpDelete(key)
+		if !del {
+			data, err := s.encode(next)
+			if err != nil {
+				return nil, false, err
+			}
+			if string(data) == string(raw) {
+				// A no-op write keeps its resourceVersion and makes no
+				// event, as upstream does.
+				return cur, false, nil
+			}
+			op = clientv3.OpPut(key, string(data))
+		}
+		if dryRun {
+			return next, del, nil
+		}
+		resp, err := s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
+			Then(op).Commit()
+		if err != nil {
+			return nil, false, etcdErr(err)
+		}
+		if resp.Succeeded {
+			return next, del, setRV(next, resp.Header.Revision)
+		}
+	}
+}
+
+// Delete removes the object after check approves the current state (UID and
+// resourceVersion preconditions live in check).
+func (s *Store) Delete(ctx context.Context, key string, check func(current runtime.Object) error, dryRun bool) (runtime.Object, error) {
+	for {
+		cur, rev, err := s.get(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		if check != nil {
+			if err := check(cur); err != nil {
+				return nil, err
+			}
+		}
+		if dryRun {
+			return cur, nil
+		}
+		resp, err := s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
+			Then(clientv3.OpDelete(key)).Commit()
+		if err != nil {
+			return nil, etcdErr(err)
+		}
+		if resp.Succeeded {
+			return cur, nil
+		}
+	}
+}
+
+// ListOptions selects what List and Watch return.
+type ListOptions struct {
+	Namespace       string
+	ResourceVersion string
+	RVMatch         metav1.ResourceVersionMatch
+	Limit           int64
+	Continue        string
+	Predicate       Predicate
+	// Watch only.
+	SendInitialEvents *bool
+	AllowBookmarks    bool
+}
+
+// ListResult is one page of a list.
+type ListResult struct {
+	Items           []runtime.Object
+	ResourceVersion int64
+	Continue        string
+	// RemainingItemCount is set on paged etcd lists without selectors.
+	RemainingItemCount *int64
+}
+
+// List serves resourceVersion=0 (and NotOlderThan) from the watch cache, and
+// everything else as a consistent, paged read from etcd at one revision.
+func (s *Store) List(ctx context.Context, o ListOptions) (*ListResult, error) {
+	rv, err := ParseRV(o.ResourceVersion)
+	if err != nil {
+		return nil, err
+	}
+	if o.Continue == "" && o.ResourceVersion != "" && o.RVMatch != metav1.ResourceVersionMatchExact &&
+		(rv == 0 || o.RVMatch == metav1.ResourceVersionMatchNotOlderThan || o.Limit == 0) {
+		return s.cache.list(ctx, rv, o.Namespace, o.Predicate)
+	}
+	return s.listEtcd(ctx, o, rv)
+}
+
+type continueToken struct {
+	APIVersion string `json:"v"`
+	RV         int64  `json:"rv"`
+	Start      string `json:"start"`
+}
+
+func (s *Store) listEtcd(ctx context.Context, o ListOptions, rv int64) (*ListResult, error) {
+	scope := s.scope(o.Namespace)
+	start := scope
+	var atRev int64
+	if o.Continue != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(o.Continue)
+		var tok continueToken
+		if err == nil {
+			err = json.Unmarshal(raw, &tok)
+		}
+		if err != nil || tok.APIVersion != "meta.k8s.io/v1" || tok.RV <= 0 || strings.Contains(tok.Start, "..") {
+			return nil, apierrors.NewBadRequest("continue key is not valid: " + o.Continue)
+		}
+		start = scope + tok.Start
+		atRev = tok.RV
+	} else if o.RVMatch == metav1.ResourceVersionMatchExact || (rv > 0 && o.Limit > 0) {
+		atRev = rv
+	}
+	end := clientv3.GetPrefixRangeEnd(scope)
+	res := &ListResult{}
+	var lastKey string
+	more := false
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end)}
+		if atRev > 0 {
+			opts = append(opts, clientv3.WithRev(atRev))
+		}
+		want := int64(0)
+		if o.Limit > 0 {
+			want = o.Limit - int64(len(res.Items)) + 1
+			opts = append(opts, clientv3.WithLimit(want))
+		}
+		resp, err := s.client.Get(ctx, start, opts...)
+		if err != nil {
+			if o.Continue != "" && strings.Contains(err.Error(), "compacted") {
+				return nil, apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
+			}
+			return nil, etcdErr(err)
+		}
+		if atRev == 0 {
+			atRev = resp.Header.Revision
+		}
+		for i, kv := range resp.Kvs {
+			if o.Limit > 0 && int64(len(res.Items)) == o.Limit {
+				more = true
+				break
+			}
+			lastKey = string(kv.Key)
+			obj, err := s.codec.decode(kv.Value, s.newFunc(), kv.ModRevision)
+			if err != nil {
+				return nil, apierrors.NewInternalError(err)
+			}
+			if o.Predicate.Matches(obj) {
+				res.Items = append(res.Items, obj)
+			}
+			_ = i
+		}
+		if more || !resp.More || o.Limit == 0 {
+			if o.Limit > 0 && resp.More && !more && int64(len(res.Items)) == o.Limit {
+				more = true
+			}
+			if more && o.Predicate.Empty() {
+				remaining := resp.Count - int64(len(resp.Kvs)) + 1
+				if remaining > 0 {
+					res.RemainingItemCount = &remaining
+				}
+			}
+			break
+		}
+		// A selective predicate left the page short: read on from the
+		// last key at the same revision, as upstream does.
+		start = lastKey + "\x00"
+	}
+	res.ResourceVersion = atRev
+	if more {
+		tok, _ := json.Marshal(continueToken{APIVersion: "meta.k8s.io/v1", RV: atRev, Start: strings.TrimPrefix(lastKey, scope) + "\x00"})
+		res.Continue = base64.RawURLEncoding.EncodeToString(tok)
+	}
+	return res, nil
+}
+
+// Watch streams changes after the given resourceVersion from the watch
+// cache. Every watch is served by the cache: etcd sees one watch per
+// resource, however many clients there are.
+func (s *Store) Watch(ctx context.Context, o ListOptions) (watch.Interface, error) {
+	return s.cache.watch(ctx, o)
+}
+
+// CurrentRV is the revision the watch cache has caught up to.
+func (s *Store) CurrentRV() int64 { return s.cache.currentRV() }
+
+func (s *Store) encode(obj runtime.Object) ([]byte, error) {
+	data, err := s.codec.encode(obj)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	if len(data) > MaxObjectBytes {
+		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("%s %q is %d bytes, over the %d byte limit for a stored object", s.gr.Resource, nameOf(obj), len(data), MaxObjectBytes))
+	}
+	return data, nil
+}
+
+func deletionComplete(obj runtime.Object) bool {
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		return false
+	}
+	g := acc.GetDeletionGracePeriodSeconds()
+	return acc.GetDeletionTimestamp() != nil && len(acc.GetFinalizers()) == 0 && g != nil && *g == 0
+}
+
+func nameOf(obj runtime.Object) string {
+	if acc, err := meta.Accessor(obj); err == nil {
+		return acc.GetName()
+	}
+	return ""
+}
+
+func nameFromKey(key string) string {
+	return key[strings.LastIndex(key, "/")+1:]
+}

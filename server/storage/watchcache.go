@@ -1,0 +1,489 @@
+package storage
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/metadata"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+const (
+	// freshnessTimeout bounds how long a request that names a future
+	// resourceVersion waits for the cache to catch up.
+	freshnessTimeout = 3 * time.Second
+	// bookmarkInterval is how often idle watchers learn the current
+	// revision, so a reconnect rarely falls out of the event window.
+	bookmarkInterval = 5 * time.Second
+	// watcherBuffer events may queue for one slow watcher; past that the
+	// watcher is closed and its client resumes from its last revision.
+	watcherBuffer = 1024
+	// InitialEventsAnnotation marks the bookmark that ends a WatchList's
+	// initial events.
+	InitialEventsAnnotation = "k8s.io/initial-events-end"
+)
+
+type cacheEvent struct {
+	typ  watch.EventType
+	key  string
+	obj  runtime.Object // for Deleted: the last state, at the delete revision
+	prev runtime.Object // nil for Added
+	rv   int64
+}
+
+// watchCache mirrors one resource prefix of etcd in memory, fed by a single
+// etcd watch. It holds the current objects and a window of recent events:
+// every client watch and resourceVersion=0 list is served from here, so etcd
+// sees one watch per resource however many clients there are.
+//
+// Invariant: objects is the state of the prefix at revision rv, and window
+// holds every change in (oldest, rv].
+type watchCache struct {
+	s        *Store
+	mu       sync.RWMutex
+	rv       int64
+	oldest   int64
+	objects  map[string]runtime.Object
+	window   []cacheEvent // ring buffer
+	start    int
+	count    int
+	watchers map[*cacheWatcher]struct{}
+	advanced chan struct{} // closed and replaced whenever rv moves
+	wctx     context.Context
+}
+
+func newWatchCache(ctx context.Context, s *Store, capacity int) (*watchCache, error) {
+	c := &watchCache{
+		s:        s,
+		window:   make([]cacheEvent, capacity),
+		watchers: map[*cacheWatcher]struct{}{},
+		advanced: make(chan struct{}),
+	}
+	// Each cache gets its own etcd watch stream (streams are keyed by the
+	// context's metadata), so progress requests answer for this prefix only.
+	c.wctx = metadata.AppendToOutgoingContext(ctx, "kelp-watch-cache", s.prefix)
+	if err := c.relist(ctx); err != nil {
+		return nil, err
+	}
+	go c.run(ctx)
+	go c.requestProgress(ctx)
+	return c, nil
+}
+
+func (c *watchCache) relist(ctx context.Context) error {
+	resp, err := c.s.client.Get(ctx, c.s.prefix, clientv3.WithPrefix())
+	if err != nil {
+		return etcdErr(err)
+	}
+	objects := make(map[string]runtime.Object, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		obj, err := c.s.codec.decode(kv.Value, c.s.newFunc(), kv.ModRevision)
+		if err != nil {
+			logrus.WithError(err).Warnf("watch cache: skipping undecodable %s", kv.Key)
+			continue
+		}
+		objects[string(kv.Key)] = obj
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.objects = objects
+	c.rv = resp.Header.Revision
+	c.oldest = resp.Header.Revision
+	c.start, c.count = 0, 0
+	// Watchers cannot be told what they missed across a relist: end them,
+	// and their clients resume (or relist on 410).
+	for w := range c.watchers {
+		w.terminate()
+		delete(c.watchers, w)
+	}
+	c.broadcastLocked()
+	return nil
+}
+
+func (c *watchCache) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		c.mu.RLock()
+		from := c.rv + 1
+		c.mu.RUnlock()
+		wch := c.s.client.Watch(c.wctx, c.s.prefix, clientv3.WithPrefix(), clientv3.WithRev(from),
+			clientv3.WithPrevKV(), clientv3.WithProgressNotify())
+		for resp := range wch {
+			if resp.CompactRevision != 0 {
+				logrus.Warnf("watch cache %s: compacted at %d, relisting", c.s.prefix, resp.CompactRevision)
+				_ = c.relist(ctx)
+				break
+			}
+			if err := resp.Err(); err != nil {
+				logrus.WithError(err).Debugf("watch cache %s: watch ended", c.s.prefix)
+				break
+			}
+			if resp.IsProgressNotify() {
+				c.progress(resp.Header.Revision)
+				continue
+			}
+			for _, ev := range resp.Events {
+				c.apply(ev)
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	c.mu.Lock()
+	for w := range c.watchers {
+		w.terminate()
+	}
+	c.watchers = map[*cacheWatcher]struct{}{}
+	c.mu.Unlock()
+}
+
+// requestProgress asks etcd every bookmarkInterval to confirm the revision
+// this stream has reached; the answer advances rv and becomes bookmarks.
+func (c *watchCache) requestProgress(ctx context.Context) {
+	t := time.NewTicker(bookmarkInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_ = c.s.client.RequestProgress(c.wctx)
+		}
+	}
+}
+
+func (c *watchCache) apply(ev *clientv3.Event) {
+	key := string(ev.Kv.Key)
+	rev := ev.Kv.ModRevision
+	ce := cacheEvent{key: key, rv: rev}
+	var err error
+	if ev.PrevKv != nil {
+		ce.prev, err = c.s.codec.decode(ev.PrevKv.Value, c.s.newFunc(), ev.PrevKv.ModRevision)
+		if err != nil {
+			logrus.WithError(err).Warnf("watch cache: bad previous value of %s", key)
+		}
+	}
+	switch ev.Type {
+	case clientv3.EventTypeDelete:
+		if ce.prev == nil {
+			return
+		}
+		ce.typ = watch.Deleted
+		ce.obj = ce.prev.DeepCopyObject()
+		_ = setRV(ce.obj, rev)
+	default:
+		ce.obj, err = c.s.codec.decode(ev.Kv.Value, c.s.newFunc(), rev)
+		if err != nil {
+			logrus.WithError(err).Warnf("watch cache: bad value of %s", key)
+			return
+		}
+		ce.typ = watch.Modified
+		if ev.IsCreate() {
+			ce.typ = watch.Added
+			ce.prev = nil
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ce.typ == watch.Deleted {
+		delete(c.objects, key)
+	} else {
+		c.objects[key] = ce.obj
+	}
+	if c.count == len(c.window) {
+		c.oldest = c.window[c.start].rv
+		c.start = (c.start + 1) % len(c.window)
+		c.count--
+	}
+	c.window[(c.start+c.count)%len(c.window)] = ce
+	c.count++
+	c.rv = rev
+	for w := range c.watchers {
+		if !w.send(ce) {
+			delete(c.watchers, w)
+		}
+	}
+	c.broadcastLocked()
+}
+
+func (c *watchCache) progress(rev int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if rev > c.rv {
+		c.rv = rev
+	}
+	bm := cacheEvent{typ: watch.Bookmark, rv: c.rv}
+	for w := range c.watchers {
+		if w.bookmarks && !w.send(bm) {
+			delete(c.watchers, w)
+		}
+	}
+	c.broadcastLocked()
+}
+
+// Compacted drops events at or below rev: a watch from there is answered
+// with 410 exactly as etcd would answer it.
+func (c *watchCache) compacted(rev int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.count > 0 && c.window[c.start].rv <= rev {
+		c.window[c.start] = cacheEvent{}
+		c.start = (c.start + 1) % len(c.window)
+		c.count--
+	}
+	if rev > c.oldest {
+		c.oldest = min(rev, c.rv)
+	}
+}
+
+func (c *watchCache) broadcastLocked() {
+	close(c.advanced)
+	c.advanced = make(chan struct{})
+}
+
+func (c *watchCache) currentRV() int64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.rv
+}
+
+// waitFresh blocks until the cache has seen revision rv, asking etcd for
+// progress so a quiet prefix still catches up with the global revision. It
+// returns with the read lock held.
+func (c *watchCache) waitFresh(ctx context.Context, rv int64) error {
+	deadline := time.After(freshnessTimeout)
+	asked := false
+	for {
+		c.mu.RLock()
+		if c.rv >= rv {
+			return nil
+		}
+		ch := c.advanced
+		c.mu.RUnlock()
+		if !asked {
+			_ = c.s.client.RequestProgress(c.wctx)
+			asked = true
+		}
+		select {
+		case <-ch:
+		case <-time.After(200 * time.Millisecond):
+			asked = false
+		case <-deadline:
+			return apierrors.NewTimeoutError("Too large resource version: "+formatRV(rv)+", current: "+formatRV(c.currentRV()), 1)
+		case <-ctx.Done():
+			return apierrors.NewTimeoutError("request did not complete within the allowed duration", 0)
+		}
+	}
+}
+
+func (c *watchCache) list(ctx context.Context, rv int64, namespace string, pred Predicate) (*ListResult, error) {
+	if err := c.waitFresh(ctx, rv); err != nil {
+		return nil, err
+	}
+	defer c.mu.RUnlock()
+	return &ListResult{Items: c.snapshotLocked(namespace, pred), ResourceVersion: c.rv}, nil
+}
+
+func (c *watchCache) snapshotLocked(namespace string, pred Predicate) []runtime.Object {
+	scope := c.s.scope(namespace)
+	keys := make([]string, 0, len(c.objects))
+	for k := range c.objects {
+		if strings.HasPrefix(k, scope) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	items := make([]runtime.Object, 0, len(keys))
+	for _, k := range keys {
+		if obj := c.objects[k]; pred.Matches(obj) {
+			items = append(items, obj)
+		}
+	}
+	return items
+}
+
+func (c *watchCache) watch(ctx context.Context, o ListOptions) (watch.Interface, error) {
+	rv, err := ParseRV(o.ResourceVersion)
+	if err != nil {
+		return nil, err
+	}
+	w := &cacheWatcher{
+		in:        make(chan cacheEvent, watcherBuffer),
+		out:       make(chan watch.Event),
+		done:      make(chan struct{}),
+		scope:     c.s.scope(o.Namespace),
+		pred:      o.Predicate,
+		bookmarks: o.AllowBookmarks,
+		newFunc:   c.s.newFunc,
+		cache:     c,
+	}
+	// Which history the watcher starts with, following upstream:
+	// sendInitialEvents=true, or no resourceVersion (or 0) on a legacy
+	// watch, replays the current state as ADDED; a resourceVersion N
+	// replays the window after N.
+	initial := (o.SendInitialEvents != nil && *o.SendInitialEvents) ||
+		(o.SendInitialEvents == nil && rv == 0)
+	if err := c.waitFresh(ctx, rv); err != nil {
+		return nil, err
+	}
+	c.mu.RUnlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case initial:
+		w.initial = c.snapshotLocked(o.Namespace, o.Predicate)
+		w.initialRV = c.rv
+		w.endBookmark = o.SendInitialEvents != nil && *o.SendInitialEvents && o.AllowBookmarks
+	case o.ResourceVersion == "" || (rv == 0 && o.SendInitialEvents != nil):
+		// Start at the most recent revision: nothing to replay.
+	default:
+		if rv < c.oldest {
+			return nil, tooOldErr(rv, c.oldest)
+		}
+		for i := 0; i < c.count; i++ {
+			ev := c.window[(c.start+i)%len(c.window)]
+			if ev.rv > rv {
+				w.in <- ev
+				if len(w.in) == cap(w.in) {
+					return nil, tooOldErr(rv, c.oldest)
+				}
+			}
+		}
+	}
+	c.watchers[w] = struct{}{}
+	go w.run(ctx)
+	return w, nil
+}
+
+func (c *watchCache) remove(w *cacheWatcher) {
+	c.mu.Lock()
+	delete(c.watchers, w)
+	c.mu.Unlock()
+}
+
+// cacheWatcher is one client watch. The cache hands it events without
+// blocking; its own goroutine filters them and feeds the client.
+type cacheWatcher struct {
+	in          chan cacheEvent
+	out         chan watch.Event
+	done        chan struct{}
+	stopOnce    sync.Once
+	closeIn     sync.Once
+	scope       string
+	pred        Predicate
+	bookmarks   bool
+	initial     []runtime.Object
+	initialRV   int64
+	endBookmark bool
+	newFunc     func() runtime.Object
+	cache       *watchCache
+}
+
+// send queues an event; false means the watcher is gone or too slow and
+// must be dropped (its client will resume from its last revision).
+func (w *cacheWatcher) send(ev cacheEvent) bool {
+	select {
+	case w.in <- ev:
+		return true
+	default:
+		w.terminate()
+		return false
+	}
+}
+
+func (w *cacheWatcher) terminate() { w.closeIn.Do(func() { close(w.in) }) }
+
+func (w *cacheWatcher) Stop() {
+	w.stopOnce.Do(func() {
+		close(w.done)
+		w.cache.remove(w)
+		w.terminate()
+	})
+}
+
+func (w *cacheWatcher) ResultChan() <-chan watch.Event { return w.out }
+
+func (w *cacheWatcher) emit(ev watch.Event) bool {
+	select {
+	case w.out <- ev:
+		return true
+	case <-w.done:
+		return false
+	}
+}
+
+func (w *cacheWatcher) bookmark(rv int64, annotate bool) watch.Event {
+	obj := w.newFunc()
+	acc, _ := meta.Accessor(obj)
+	acc.SetResourceVersion(formatRV(rv))
+	if annotate {
+		acc.SetAnnotations(map[string]string{InitialEventsAnnotation: "true"})
+	}
+	return watch.Event{Type: watch.Bookmark, Object: obj}
+}
+
+func (w *cacheWatcher) run(ctx context.Context) {
+	defer close(w.out)
+	defer w.Stop()
+	for _, obj := range w.initial {
+		if !w.emit(watch.Event{Type: watch.Added, Object: obj}) {
+			return
+		}
+	}
+	w.initial = nil
+	if w.endBookmark && !w.emit(w.bookmark(w.initialRV, true)) {
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.done:
+			return
+		case ev, ok := <-w.in:
+			if !ok {
+				return
+			}
+			if out, ok := w.filter(ev); ok && !w.emit(out) {
+				return
+			}
+		}
+	}
+}
+
+// filter turns a storage change into what this watcher sees: an object
+// moving into its selector is ADDED, one moving out is DELETED.
+func (w *cacheWatcher) filter(ev cacheEvent) (watch.Event, bool) {
+	if ev.typ == watch.Bookmark {
+		return w.bookmark(ev.rv, false), true
+	}
+	if !strings.HasPrefix(ev.key, w.scope) {
+		return watch.Event{}, false
+	}
+	cur := ev.typ != watch.Deleted && w.pred.Matches(ev.obj)
+	prev := ev.prev != nil && w.pred.Matches(ev.prev)
+	switch {
+	case ev.typ == watch.Deleted && prev:
+		return watch.Event{Type: watch.Deleted, Object: ev.obj}, true
+	case cur && prev:
+		return watch.Event{Type: watch.Modified, Object: ev.obj}, true
+	case cur:
+		return watch.Event{Type: watch.Added, Object: ev.obj}, true
+	case prev:
+		gone := ev.obj.DeepCopyObject()
+		return watch.Event{Type: watch.Deleted, Object: gone}, true
+	}
+	return watch.Event{}, false
+}
+
+var _ = metav1.ResourceVersionMatchNotOlderThan
