@@ -198,9 +198,10 @@ func hostIPs() []net.IP {
 }
 
 // defaultAddress picks the address advertised to clients: the bind
-// address if specific, else the host's first non-loopback IPv4 address.
+// address if specific and routable, else the host's first non-loopback
+// IPv4 address (endpoints may not point at loopback).
 func defaultAddress(bind string) string {
-	if ip := net.ParseIP(bind); ip != nil && !ip.IsUnspecified() {
+	if ip := net.ParseIP(bind); ip != nil && !ip.IsUnspecified() && !ip.IsLoopback() {
 		return bind
 	}
 	addrs, _ := net.InterfaceAddrs()

@@ -3,6 +3,9 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"net"
+
+	"github.com/sirupsen/logrus"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -52,6 +55,10 @@ func (s *Server) bootstrap(ctx context.Context) error {
 		return err
 	}
 	port := int32(s.cfg.PublicPort)
+	if ip := net.ParseIP(s.cfg.PublicAddress); ip == nil || ip.IsLoopback() {
+		logrus.Warnf("advertise address %q is not routable: default/kubernetes gets no endpoints", s.cfg.PublicAddress)
+		return nil
+	}
 	epr := s.resources[schema.GroupVersionResource{Version: "v1", Resource: "endpoints"}]
 	ep := &corev1.Endpoints{
 		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default",

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	sigsjson "sigs.k8s.io/json"
 )
 
 // deleteOptions reads DeleteOptions from the body (if any) and the query.
@@ -29,12 +30,17 @@ func deleteOptions(w http.ResponseWriter, r *http.Request) (*metav1.DeleteOption
 		if mt == "" {
 			mt = mediaJSON
 		}
-		gvk := metav1.SchemeGroupVersion.WithKind("DeleteOptions")
-		obj, _, err := strictJSON.Decode(data, &gvk, opts)
+		// DeleteOptions is registered in every group version; clients
+		// send whichever they like, so the body is read as plain JSON.
+		var err error
 		if mt == mediaProtobuf {
-			obj, _, err = protoSerializer.Decode(data, &gvk, opts)
+			gvk := metav1.SchemeGroupVersion.WithKind("DeleteOptions")
+			gvk.Group = ""
+			_, _, err = protoSerializer.Decode(data, &gvk, opts)
+		} else {
+			err = sigsjson.UnmarshalCaseSensitivePreserveInts(data, opts)
 		}
-		if err != nil && !(runtime.IsStrictDecodingError(err) && obj != nil) {
+		if err != nil {
 			return nil, apierrors.NewBadRequest("invalid DeleteOptions: " + err.Error())
 		}
 	}

@@ -253,4 +253,3 @@ func (s *Server) writeObject(w http.ResponseWriter, r *http.Request, code int, o
 	w.WriteHeader(code)
 	_, _ = w.Write(buf.Bytes())
 }
-

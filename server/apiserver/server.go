@@ -255,7 +255,9 @@ func (s *Server) Resources() []*registry.Resource {
 
 type userKey struct{}
 
-func withUser(ctx context.Context, u *User) context.Context { return context.WithValue(ctx, userKey{}, u) }
+func withUser(ctx context.Context, u *User) context.Context {
+	return context.WithValue(ctx, userKey{}, u)
+}
 
 // UserFrom returns the authenticated user of a request context.
 func UserFrom(ctx context.Context) *User {

@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
@@ -135,18 +134,20 @@ func (e *eventEncoder) write(ev watch.Event) error {
 		return err
 	}
 	if e.media == mediaProtobuf {
+		// Frames hold the raw WatchEvent message (no "k8s\x00" envelope),
+		// as upstream's protobuf stream serializer writes them; the object
+		// inside keeps its envelope.
 		we := &metav1.WatchEvent{Type: string(ev.Type), Object: runtime.RawExtension{Raw: e.buf.Bytes()}}
-		we.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "WatchEvent"})
-		var frame bytes.Buffer
-		if err := protoSerializer.Encode(we, &frame); err != nil {
+		frame, err := we.Marshal()
+		if err != nil {
 			return err
 		}
 		var n [4]byte
-		binary.BigEndian.PutUint32(n[:], uint32(frame.Len()))
+		binary.BigEndian.PutUint32(n[:], uint32(len(frame)))
 		if _, err := e.w.Write(n[:]); err != nil {
 			return err
 		}
-		_, err := e.w.Write(frame.Bytes())
+		_, err = e.w.Write(frame)
 		return err
 	}
 	line, err := json.Marshal(struct {

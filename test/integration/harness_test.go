@@ -56,6 +56,7 @@ type testServer struct {
 	logs       *bytes.Buffer
 	extraArgs  []string
 	config     *rest.Config
+	port       string // "0" until the first start picks one; kept across restarts
 }
 
 // startServer starts a server on a free port with a fresh data dir.
@@ -63,7 +64,7 @@ func startServer(t testing.TB, args ...string) *testServer {
 	t.Helper()
 	dir := t.TempDir()
 	s := &testServer{t: t, dataDir: filepath.Join(dir, "data"), kubeconfig: filepath.Join(dir, "kubeconfig"),
-		cacheDir: filepath.Join(dir, "kubectl-cache"), extraArgs: args}
+		cacheDir: filepath.Join(dir, "kubectl-cache"), extraArgs: args, port: "0"}
 	s.start()
 	t.Cleanup(s.stop)
 	return s
@@ -72,7 +73,7 @@ func startServer(t testing.TB, args ...string) *testServer {
 func (s *testServer) start() {
 	s.t.Helper()
 	_ = os.Remove(s.kubeconfig)
-	args := append([]string{"server", "--data-dir", s.dataDir, "--https-listen-port", "0",
+	args := append([]string{"server", "--data-dir", s.dataDir, "--https-listen-port", s.port,
 		"--bind-address", "127.0.0.1", "--write-kubeconfig", s.kubeconfig, "--disable-agent"}, s.extraArgs...)
 	s.logs = &bytes.Buffer{}
 	s.cmd = exec.Command(kelpBin, args...)
@@ -97,7 +98,9 @@ func (s *testServer) start() {
 	if err != nil {
 		s.t.Fatalf("reading kubeconfig: %v", err)
 	}
+	cfg.QPS, cfg.Burst = 1000, 2000 // tests measure the server, not client-side throttling
 	s.config = cfg
+	s.port = cfg.Host[strings.LastIndex(cfg.Host, ":")+1:]
 	s.waitReady()
 }
 

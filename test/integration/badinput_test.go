@@ -1,0 +1,161 @@
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+)
+
+// call sends a raw request with the admin credentials and decodes the
+// Status the server answers with.
+func call(t *testing.T, s *testServer, method, path, contentType string, body []byte) (int, metav1.Status, string) {
+	t.Helper()
+	hc, err := rest.HTTPClientFor(s.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(method, s.config.Host+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var st metav1.Status
+	_ = json.Unmarshal(data, &st)
+	return resp.StatusCode, st, string(data)
+}
+
+func expectStatus(t *testing.T, code int, st metav1.Status, raw string, wantCode int, wantReason metav1.StatusReason, msgPart string) {
+	t.Helper()
+	if code != wantCode || st.Code != int32(wantCode) || st.Reason != wantReason || st.Kind != "Status" {
+		t.Fatalf("got HTTP %d %s/%d %q, want %d %s\n%s", code, st.Reason, st.Code, st.Message, wantCode, wantReason, raw)
+	}
+	if msgPart != "" && !strings.Contains(st.Message, msgPart) {
+		t.Fatalf("message %q lacks %q", st.Message, msgPart)
+	}
+}
+
+const cmPath = "/api/v1/namespaces/default/configmaps"
+
+func TestBadInput(t *testing.T) {
+	s := startServer(t)
+	t.Run("malformed JSON", func(t *testing.T) {
+		code, st, raw := call(t, s, "POST", cmPath, "application/json", []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"`))
+		expectStatus(t, code, st, raw, 400, metav1.StatusReasonBadRequest, "unexpected end of JSON input")
+	})
+	t.Run("malformed YAML", func(t *testing.T) {
+		code, st, raw := call(t, s, "POST", cmPath, "application/yaml", []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: [x\n"))
+		expectStatus(t, code, st, raw, 400, metav1.StatusReasonBadRequest, "yaml")
+	})
+	t.Run("unknown field under Strict", func(t *testing.T) {
+		code, st, raw := call(t, s, "POST", cmPath+"?fieldValidation=Strict", "application/json",
+			[]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"},"dta":{"a":"b"}}`))
+		expectStatus(t, code, st, raw, 400, metav1.StatusReasonBadRequest, `unknown field "dta"`)
+	})
+	t.Run("duplicate field under Strict", func(t *testing.T) {
+		code, st, raw := call(t, s, "POST", cmPath+"?fieldValidation=Strict", "application/json",
+			[]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","name":"y"}}`))
+		expectStatus(t, code, st, raw, 400, metav1.StatusReasonBadRequest, `duplicate field "metadata.name"`)
+	})
+	t.Run("unknown field under Warn is a warning", func(t *testing.T) {
+		code, _, raw := call(t, s, "POST", cmPath+"?fieldValidation=Warn", "application/json",
+			[]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"warned"},"dta":{"a":"b"}}`))
+		if code != 201 {
+			t.Fatalf("Warn create: %d %s", code, raw)
+		}
+	})
+	t.Run("invalid name and label", func(t *testing.T) {
+		code, st, raw := call(t, s, "POST", cmPath, "application/json",
+			[]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"Bad_Name","labels":{"ok":"bad value!"}}}`))
+		expectStatus(t, code, st, raw, 422, metav1.StatusReasonInvalid, "")
+		fields := map[string]bool{}
+		for _, c := range st.Details.Causes {
+			fields[c.Field] = true
+		}
+		if !fields["metadata.name"] || !fields["metadata.labels"] {
+			t.Fatalf("causes %+v, want metadata.name and metadata.labels", st.Details.Causes)
+		}
+	})
+	t.Run("wrong Content-Type", func(t *testing.T) {
+		code, st, raw := call(t, s, "POST", cmPath, "text/plain", []byte(`{}`))
+		expectStatus(t, code, st, raw, 415, metav1.StatusReasonUnsupportedMediaType, "")
+	})
+	t.Run("missing Content-Type", func(t *testing.T) {
+		code, st, raw := call(t, s, "POST", cmPath, "", []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}`))
+		expectStatus(t, code, st, raw, 415, metav1.StatusReasonUnsupportedMediaType, "")
+	})
+	t.Run("oversized body", func(t *testing.T) {
+		big := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"big"},"data":{"a":"` + strings.Repeat("x", 3*1024*1024+10) + `"}}`
+		code, st, raw := call(t, s, "POST", cmPath, "application/json", []byte(big))
+		expectStatus(t, code, st, raw, 413, metav1.StatusReasonRequestEntityTooLarge, "")
+	})
+	t.Run("POST of an existing name", func(t *testing.T) {
+		body := []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"twice"}}`)
+		if code, _, raw := call(t, s, "POST", cmPath, "application/json", body); code != 201 {
+			t.Fatalf("first create %d %s", code, raw)
+		}
+		code, st, raw := call(t, s, "POST", cmPath, "application/json", body)
+		expectStatus(t, code, st, raw, 409, metav1.StatusReasonAlreadyExists, `configmaps "twice" already exists`)
+	})
+	t.Run("stale update", func(t *testing.T) {
+		cs := s.client()
+		cm, err := cs.CoreV1().ConfigMaps("default").Create(ctxT(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "stale"}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		staleRV := cm.ResourceVersion
+		cm.Data = map[string]string{"a": "1"}
+		if _, err := cs.CoreV1().ConfigMaps("default").Update(ctxT(t), cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		body := []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"stale","resourceVersion":"` + staleRV + `"},"data":{"a":"2"}}`)
+		code, st, raw := call(t, s, "PUT", cmPath+"/stale", "application/json", body)
+		expectStatus(t, code, st, raw, 409, metav1.StatusReasonConflict,
+			"the object has been modified; please apply your changes to the latest version and try again")
+	})
+	t.Run("no credentials", func(t *testing.T) {
+		body, code := s.raw("/api/v1/namespaces")
+		var st metav1.Status
+		_ = json.Unmarshal([]byte(body), &st)
+		expectStatus(t, code, st, body, 401, metav1.StatusReasonUnauthorized, "Unauthorized")
+		if _, code := s.raw("/readyz"); code != 200 {
+			t.Fatalf("anonymous /readyz: %d", code)
+		}
+		if body, code := s.raw("/version"); code != 200 || !strings.Contains(body, "gitVersion") {
+			t.Fatalf("anonymous /version: %d %s", code, body)
+		}
+	})
+	t.Run("unknown resource", func(t *testing.T) {
+		code, st, raw := call(t, s, "GET", "/api/v1/namespaces/default/widgets", "", nil)
+		expectStatus(t, code, st, raw, 404, metav1.StatusReasonNotFound, "")
+	})
+	t.Run("bad JSON patch", func(t *testing.T) {
+		code, st, raw := call(t, s, "PATCH", cmPath+"/twice", "application/json-patch+json", []byte(`[{"op":"explode"}]`))
+		if code != 400 && code != 422 {
+			t.Fatalf("bad JSON patch: %d %s", code, raw)
+		}
+		_ = st
+	})
+	t.Run("server-side apply is refused clearly", func(t *testing.T) {
+		code, st, raw := call(t, s, "PATCH", cmPath+"/twice?fieldManager=test", "application/apply-patch+yaml", []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: twice\n"))
+		if code == 415 {
+			expectStatus(t, code, st, raw, 415, metav1.StatusReasonUnsupportedMediaType, "server-side apply")
+		} else if code != 200 && code != 201 {
+			t.Fatalf("apply patch: %d %s", code, raw)
+		}
+	})
+}
