@@ -168,9 +168,13 @@ func (s *Server) updateObject(ctx context.Context, sv *served, info requestInfo,
 			return nil, err
 		}
 		var errs field.ErrorList
-		if subresource == "status" {
+		switch subresource {
+		case "status":
 			errs = validation.ValidateStatusUpdate(obj, cur)
-		} else {
+		case "binding":
+			// The Binding was validated; setting nodeName is the one spec
+			// change a pod allows, and only through here.
+		default:
 			errs = validation.ValidateUpdate(obj, cur)
 		}
 		if len(errs) > 0 {

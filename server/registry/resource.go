@@ -94,7 +94,7 @@ func (r *Resource) CheckFieldSelector(sel fields.Selector) error {
 	if sel == nil || sel.Empty() {
 		return nil
 	}
-	known, _, _ := r.Attrs(r.New())
+	_, known, _ := r.Attrs(r.New())
 	for _, req := range sel.Requirements() {
 		if _, ok := known[req.Field]; !ok {
 			return fmt.Errorf("field label not supported: %s", req.Field)

@@ -10,7 +10,9 @@ import (
 )
 
 // fields splits a table line into its columns.
-func fields(line string) []string { return regexp.MustCompile(`\s{2,}`).Split(strings.TrimSpace(line), -1) }
+func fields(line string) []string {
+	return regexp.MustCompile(`\s{2,}`).Split(strings.TrimSpace(line), -1)
+}
 
 func header(out string) string {
 	for _, l := range strings.Split(out, "\n") {
