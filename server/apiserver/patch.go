@@ -6,6 +6,7 @@ import (
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -29,14 +30,23 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request, info requestInfo,
 	pt := types.PatchType(mediaType(r))
 	switch pt {
 	case types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType:
-	case types.ApplyYAMLPatchType, types.ApplyCBORPatchType:
-		s.writeError(w, r, unsupportedApply())
+	case types.ApplyYAMLPatchType:
+		s.serverSideApply(w, r, info, sv, subresource, data, dry)
+		return
+	case types.ApplyCBORPatchType:
+		s.writeError(w, r, unsupportedPatch(string(pt)))
 		return
 	default:
 		s.writeError(w, r, unsupportedPatch(string(pt)))
 		return
 	}
-	out, err := s.updateObject(r.Context(), sv, info, subresource, func(cur runtime.Object) (runtime.Object, error) {
+	manager, err := fieldManagerOf(r, false)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ctx := withWriteOptions(r.Context(), writeOptions{manager: manager})
+	out, err := s.updateObject(ctx, sv, info, subresource, func(cur runtime.Object) (runtime.Object, error) {
 		return applyPatch(w, r, sv, pt, data, cur)
 	}, dry)
 	if err != nil {
@@ -110,7 +120,39 @@ func unsupportedPatch(mt string) error {
 		fmt.Sprintf("the body of the request was in an unknown format (%q) - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json", mt))}
 }
 
-func unsupportedApply() error {
-	return &apierrors.StatusError{ErrStatus: statusFailure(http.StatusUnsupportedMediaType, "UnsupportedMediaType",
-		"server-side apply (application/apply-patch+yaml) is not supported by kelp yet; use client-side kubectl apply (without --server-side)")}
+// serverSideApply merges an apply configuration into the live object (or
+// an empty one, creating it) under the request's field manager; conflicts
+// with other managers are 409 unless force=true.
+func (s *Server) serverSideApply(w http.ResponseWriter, r *http.Request, info requestInfo, sv *served, subresource string, data []byte, dry bool) {
+	manager, err := fieldManagerOf(r, true)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	force := isTrue(r.URL.Query().Get("force"))
+	ctx := withWriteOptions(r.Context(), writeOptions{manager: manager, applied: true})
+	out, err := s.updateObject(ctx, sv, info, subresource, func(cur runtime.Object) (runtime.Object, error) {
+		return s.fields.Apply(sv.GVK(), subresource, cur, data, manager, force)
+	}, dry)
+	if apierrors.IsNotFound(err) && subresource == "" {
+		empty := sv.New()
+		acc, _ := meta.Accessor(empty)
+		acc.SetName(info.Name)
+		acc.SetNamespace(info.Namespace)
+		obj, aerr := s.fields.Apply(sv.GVK(), "", empty, data, manager, force)
+		if aerr != nil {
+			s.writeError(w, r, aerr)
+			return
+		}
+		out, err = s.createObject(ctx, sv, info.Namespace, obj, dry)
+		if err == nil {
+			s.writeResult(w, r, http.StatusCreated, out, sv)
+			return
+		}
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeResult(w, r, http.StatusOK, out, sv)
 }

@@ -21,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kelp-project/kelp/server/allocator"
+	"github.com/kelp-project/kelp/server/apply"
+	"github.com/kelp-project/kelp/server/defaults"
 	"github.com/kelp-project/kelp/server/openapi"
 	"github.com/kelp-project/kelp/server/registry"
 	"github.com/kelp-project/kelp/server/storage"
@@ -54,6 +56,7 @@ type Server struct {
 	services       *allocator.Services
 	compactor      *storage.Compactor
 	ready          sync.Map // check name -> error
+	fields         *apply.Manager
 	mutating       []MutatingAdmission
 	validating     []ValidatingAdmission
 }
@@ -97,6 +100,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		specs = append(specs, openapiResource(r))
 	}
 	s.openapi = openapi.New(specs)
+	s.fields = apply.New(defaults.Apply)
 	svc, err := allocator.NewServices(ctx, cfg.Etcd, cfg.ServiceCIDR, cfg.NodePortRange)
 	if err != nil {
 		return nil, err

@@ -22,43 +22,6 @@ func needsNodePorts(t corev1.ServiceType) bool {
 	return t == corev1.ServiceTypeNodePort || t == corev1.ServiceTypeLoadBalancer
 }
 
-// keepAllocated carries allocated values over on update when the client
-// left them empty, as upstream does, so a PUT without clusterIP or
-// nodePort keeps them instead of failing as an immutable-field change.
-func keepAllocated(obj, old runtime.Object) {
-	svc, ok := obj.(*corev1.Service)
-	prev, ok2 := old.(*corev1.Service)
-	if !ok || !ok2 || svc.Spec.Type == corev1.ServiceTypeExternalName {
-		return
-	}
-	if svc.Spec.ClusterIP == "" && len(svc.Spec.ClusterIPs) == 0 {
-		svc.Spec.ClusterIP = prev.Spec.ClusterIP
-		svc.Spec.ClusterIPs = prev.Spec.ClusterIPs
-	}
-	if len(svc.Spec.IPFamilies) == 0 {
-		svc.Spec.IPFamilies = prev.Spec.IPFamilies
-	}
-	if svc.Spec.IPFamilyPolicy == nil {
-		svc.Spec.IPFamilyPolicy = prev.Spec.IPFamilyPolicy
-	}
-	if needsNodePorts(svc.Spec.Type) && needsNodePorts(prev.Spec.Type) {
-		for i := range svc.Spec.Ports {
-			p := &svc.Spec.Ports[i]
-			if p.NodePort != 0 {
-				continue
-			}
-			for _, q := range prev.Spec.Ports {
-				if q.Port == p.Port && q.Protocol == p.Protocol {
-					p.NodePort = q.NodePort
-				}
-			}
-		}
-	}
-	if svc.Spec.HealthCheckNodePort == 0 {
-		svc.Spec.HealthCheckNodePort = prev.Spec.HealthCheckNodePort
-	}
-}
-
 // allocate claims what a Service needs. The returned func releases what
 // this call claimed, for when the write fails afterwards.
 func (s *Server) allocate(ctx context.Context, sv *served, obj, old runtime.Object, dry bool) (func(), error) {

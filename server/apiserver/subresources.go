@@ -131,8 +131,14 @@ func (s *Server) scale(w http.ResponseWriter, r *http.Request, info requestInfo,
 		s.writeError(w, r, err)
 		return
 	}
+	manager, err := fieldManagerOf(r, false)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	scaleGVK := autoscalingv1.SchemeGroupVersion.WithKind("Scale")
-	out, err := s.updateObject(r.Context(), sv, info, "scale", func(cur runtime.Object) (runtime.Object, error) {
+	ctx := withWriteOptions(r.Context(), writeOptions{manager: manager})
+	out, err := s.updateObject(ctx, sv, info, "scale", func(cur runtime.Object) (runtime.Object, error) {
 		current, err := scaleOf(cur)
 		if err != nil {
 			return nil, err

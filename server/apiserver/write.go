@@ -41,12 +41,17 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, info requestInfo
 		s.writeError(w, r, err)
 		return
 	}
+	manager, err := fieldManagerOf(r, false)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	obj := sv.New()
 	if err := decodeInto(w, r, data, mediaType(r), sv.GVK(), obj); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	out, err := s.createObject(r.Context(), sv, info.Namespace, obj, dry)
+	out, err := s.createObject(withWriteOptions(r.Context(), writeOptions{manager: manager}), sv, info.Namespace, obj, dry)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -91,6 +96,9 @@ func (s *Server) createObject(ctx context.Context, sv *served, namespace string,
 	if sv.PrepareForCreate != nil {
 		sv.PrepareForCreate(obj)
 	}
+	if wo := writeOptionsFrom(ctx); wo.manager != "" && !wo.applied {
+		obj = s.fields.Update(sv.GVK(), "", nil, obj, wo.manager)
+	}
 	attrs := &Attributes{Operation: "CREATE", Resource: sv.GVR, Namespace: acc.GetNamespace(), Name: acc.GetName(),
 		Object: obj, User: UserFrom(ctx), DryRun: dry}
 	if err := s.admit(ctx, attrs); err != nil {
@@ -125,6 +133,11 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, info requestInfo
 		s.writeError(w, r, err)
 		return
 	}
+	manager, err := fieldManagerOf(r, false)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	obj := sv.New()
 	if err := decodeInto(w, r, data, mediaType(r), sv.GVK(), obj); err != nil {
 		s.writeError(w, r, err)
@@ -135,7 +148,8 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, info requestInfo
 		s.writeError(w, r, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", acc.GetName(), info.Name)))
 		return
 	}
-	out, err := s.updateObject(r.Context(), sv, info, subresource, func(runtime.Object) (runtime.Object, error) {
+	ctx := withWriteOptions(r.Context(), writeOptions{manager: manager})
+	out, err := s.updateObject(ctx, sv, info, subresource, func(runtime.Object) (runtime.Object, error) {
 		return obj.DeepCopyObject(), nil
 	}, dry)
 	if err != nil {
@@ -160,6 +174,9 @@ func (s *Server) updateObject(ctx context.Context, sv *served, info requestInfo,
 		}
 		if err := s.prepareUpdate(sv, info, subresource, obj, cur); err != nil {
 			return nil, err
+		}
+		if wo := writeOptionsFrom(ctx); wo.manager != "" && !wo.applied && subresource != "binding" {
+			obj = s.fields.Update(sv.GVK(), subresource, cur, obj, wo.manager)
 		}
 		acc, _ := meta.Accessor(obj)
 		attrs := &Attributes{Operation: "UPDATE", Resource: sv.GVR, Subresource: subresource, Namespace: info.Namespace,
@@ -250,8 +267,8 @@ func (s *Server) prepareUpdate(sv *served, info requestInfo, subresource string,
 		zero := int64(0)
 		ns.DeletionGracePeriodSeconds = &zero
 	}
-	keepAllocated(obj, cur)
-	defaults.Apply(obj)
+	// Carries allocated Service values over when the client omitted them.
+	defaults.ApplyUpdate(obj, cur)
 	acc.SetGeneration(old.GetGeneration())
 	if subresource != "status" && registry.SpecChanged(obj, cur) {
 		acc.SetGeneration(old.GetGeneration() + 1)

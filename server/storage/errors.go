@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"strconv"
 
+	rpctypes "go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	rpctypes "go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 )
 
 // Errors leave storage already shaped as the Kubernetes Status the client

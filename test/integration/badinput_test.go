@@ -150,12 +150,12 @@ func TestBadInput(t *testing.T) {
 		}
 		_ = st
 	})
-	t.Run("server-side apply is refused clearly", func(t *testing.T) {
-		code, st, raw := call(t, s, "PATCH", cmPath+"/twice?fieldManager=test", "application/apply-patch+yaml", []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: twice\n"))
-		if code == 415 {
-			expectStatus(t, code, st, raw, 415, metav1.StatusReasonUnsupportedMediaType, "server-side apply")
-		} else if code != 200 && code != 201 {
-			t.Fatalf("apply patch: %d %s", code, raw)
-		}
+	t.Run("apply without fieldManager", func(t *testing.T) {
+		code, st, raw := call(t, s, "PATCH", cmPath+"/twice", "application/apply-patch+yaml", []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: twice\n"))
+		expectStatus(t, code, st, raw, 422, metav1.StatusReasonInvalid, "fieldManager")
+	})
+	t.Run("unknown patch type", func(t *testing.T) {
+		code, st, raw := call(t, s, "PATCH", cmPath+"/twice", "application/x-unknown-patch", []byte("{}"))
+		expectStatus(t, code, st, raw, 415, metav1.StatusReasonUnsupportedMediaType, "")
 	})
 }

@@ -1,0 +1,99 @@
+package apply
+
+import (
+	"reflect"
+	"slices"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/client-go/applyconfigurations"
+	"k8s.io/client-go/kubernetes/scheme"
+)
+
+// typeConverter is the structured-merge-diff schema of every k8s.io/api
+// type, keyed through scheme.Scheme. Building it parses the ~430 KB schema
+// YAML embedded in client-go's applyconfigurations: 140-320 ms and ~21 MB
+// allocated on a 2-CPU machine (TestTypeConverterColdStart measures it in
+// a fresh process). So it is built once, on first use rather than at init,
+// so that processes that never write (kelp's CLI paths, other packages'
+// tests) do not pay for it; the first write after start-up does. The
+// converter is immutable and safe for concurrent use; sync.OnceValue makes
+// concurrent first callers wait for the one build.
+var typeConverter = sync.OnceValue(func() managedfields.TypeConverter {
+	return applyconfigurations.NewTypeConverter(scheme.Scheme)
+})
+
+// convertor is the runtime.ObjectConvertor handed to the field manager.
+//
+// The field manager converts every object it reads to the request's
+// version (and the merged object back to the hub version) before looking
+// at it. With kelp, object, request and hub versions are all the same, so
+// scheme.Scheme.ConvertToVersion would only deep-copy the object and set
+// its TypeMeta: two or three full copies per write. convertor skips that:
+//
+//   - a typed object whose TypeMeta already names the target kind is
+//     returned as is. This is safe because the field manager only reads
+//     the objects it converts, except the freshly merged object in Apply,
+//     which is never a caller's object (and tests assert live is left
+//     untouched).
+//   - an Unstructured (the merged apply result, or a managedFields version
+//     conversion) becomes a fresh typed object, so the scheme's no-copy
+//     path is used for it.
+//   - anything else (no or wrong TypeMeta, e.g. a live object decoded
+//     without kind) goes through the scheme, which copies: the caller's object is
+//     never written to, even just its TypeMeta, since it may be shared.
+//
+// A conversion between two versions of a kind is reported as "not
+// registered": client-go's scheme registers every version but has no
+// conversions between them (upstream converts through the internal
+// version). The structured-merge updater drops managedFields entries of
+// versions it cannot convert to instead of failing, which is what
+// upstream does for versions no longer served. Such entries can only come
+// from clients writing managedFields by hand, since kelp serves one
+// version per kind.
+type convertor struct {
+	scheme *runtime.Scheme
+}
+
+var _ runtime.ObjectConvertor = convertor{}
+
+func (c convertor) Convert(in, out, context interface{}) error {
+	return c.scheme.Convert(in, out, context)
+}
+
+func (c convertor) ConvertFieldLabel(gvk schema.GroupVersionKind, label, value string) (string, string, error) {
+	return c.scheme.ConvertFieldLabel(gvk, label, value)
+}
+
+func (c convertor) ConvertToVersion(in runtime.Object, target runtime.GroupVersioner) (runtime.Object, error) {
+	if _, ok := in.(runtime.Unstructured); ok {
+		out, err := c.scheme.UnsafeConvertToVersion(in, target)
+		if err != nil && crossVersion(in, target) {
+			return nil, runtime.NewNotRegisteredErrForTarget("kelp", reflect.TypeOf(in), target)
+		}
+		return out, err
+	}
+	kinds, _, err := c.scheme.ObjectKinds(in)
+	if err != nil {
+		return nil, err
+	}
+	want, ok := target.KindForGroupVersionKinds(kinds)
+	if !ok || !slices.Contains(kinds, want) {
+		// Another version of the kind: a real conversion (see above).
+		return nil, runtime.NewNotRegisteredErrForTarget("kelp", reflect.TypeOf(in), target)
+	}
+	if in.GetObjectKind().GroupVersionKind() == want {
+		return in, nil // same version and TypeMeta already right: no copy
+	}
+	return c.scheme.ConvertToVersion(in, target) // copy, set TypeMeta
+}
+
+// crossVersion reports whether converting the Unstructured in to target
+// asks for a version other than in's own.
+func crossVersion(in runtime.Object, target runtime.GroupVersioner) bool {
+	gvk := in.GetObjectKind().GroupVersionKind()
+	want, ok := target.KindForGroupVersionKinds([]schema.GroupVersionKind{gvk})
+	return !ok || want != gvk
+}

@@ -1,0 +1,254 @@
+package defaults
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// replicationController is SetDefaults_ReplicationController: an empty
+// selector and empty object labels are taken from the template labels.
+func replicationController(rc *corev1.ReplicationController) {
+	if rc.Spec.Template != nil {
+		if labels := rc.Spec.Template.Labels; labels != nil {
+			if len(rc.Spec.Selector) == 0 {
+				rc.Spec.Selector = copyMap(labels)
+			}
+			if len(rc.Labels) == 0 {
+				rc.Labels = copyMap(labels)
+			}
+		}
+		podTemplateSpec(rc.Spec.Template)
+	}
+	if rc.Spec.Replicas == nil {
+		rc.Spec.Replicas = ptr(int32(1))
+	}
+}
+
+func deployment(d *appsv1.Deployment) {
+	if d.Spec.Replicas == nil {
+		d.Spec.Replicas = ptr(int32(1))
+	}
+	st := &d.Spec.Strategy
+	if st.Type == "" {
+		st.Type = appsv1.RollingUpdateDeploymentStrategyType
+	}
+	if st.Type == appsv1.RollingUpdateDeploymentStrategyType {
+		if st.RollingUpdate == nil {
+			st.RollingUpdate = &appsv1.RollingUpdateDeployment{}
+		}
+		if st.RollingUpdate.MaxUnavailable == nil {
+			st.RollingUpdate.MaxUnavailable = ptr(intstr.FromString("25%"))
+		}
+		if st.RollingUpdate.MaxSurge == nil {
+			st.RollingUpdate.MaxSurge = ptr(intstr.FromString("25%"))
+		}
+	}
+	if d.Spec.RevisionHistoryLimit == nil {
+		d.Spec.RevisionHistoryLimit = ptr(int32(10))
+	}
+	if d.Spec.ProgressDeadlineSeconds == nil {
+		d.Spec.ProgressDeadlineSeconds = ptr(int32(600))
+	}
+	podTemplateSpec(&d.Spec.Template)
+}
+
+func replicaSet(rs *appsv1.ReplicaSet) {
+	if rs.Spec.Replicas == nil {
+		rs.Spec.Replicas = ptr(int32(1))
+	}
+	podTemplateSpec(&rs.Spec.Template)
+}
+
+func statefulSet(s *appsv1.StatefulSet) {
+	spec := &s.Spec
+	if spec.PodManagementPolicy == "" {
+		spec.PodManagementPolicy = appsv1.OrderedReadyPodManagement
+	}
+	// Note the upstream quirk: rollingUpdate is only allocated when the type
+	// itself was defaulted; an explicit RollingUpdate with no rollingUpdate
+	// block stays nil.
+	if spec.UpdateStrategy.Type == "" {
+		spec.UpdateStrategy.Type = appsv1.RollingUpdateStatefulSetStrategyType
+		if spec.UpdateStrategy.RollingUpdate == nil {
+			spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{}
+		}
+	}
+	if spec.UpdateStrategy.Type == appsv1.RollingUpdateStatefulSetStrategyType &&
+		spec.UpdateStrategy.RollingUpdate != nil && spec.UpdateStrategy.RollingUpdate.Partition == nil {
+		spec.UpdateStrategy.RollingUpdate.Partition = ptr(int32(0))
+	}
+	if spec.PersistentVolumeClaimRetentionPolicy == nil {
+		spec.PersistentVolumeClaimRetentionPolicy = &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{}
+	}
+	if spec.PersistentVolumeClaimRetentionPolicy.WhenDeleted == "" {
+		spec.PersistentVolumeClaimRetentionPolicy.WhenDeleted = appsv1.RetainPersistentVolumeClaimRetentionPolicyType
+	}
+	if spec.PersistentVolumeClaimRetentionPolicy.WhenScaled == "" {
+		spec.PersistentVolumeClaimRetentionPolicy.WhenScaled = appsv1.RetainPersistentVolumeClaimRetentionPolicyType
+	}
+	if spec.Replicas == nil {
+		spec.Replicas = ptr(int32(1))
+	}
+	if spec.RevisionHistoryLimit == nil {
+		spec.RevisionHistoryLimit = ptr(int32(10))
+	}
+	podTemplateSpec(&spec.Template)
+	// volumeClaimTemplates are full PersistentVolumeClaims, so they get the
+	// PVC defaults, including the visible status.phase: Pending quirk.
+	for i := range spec.VolumeClaimTemplates {
+		persistentVolumeClaim(&spec.VolumeClaimTemplates[i])
+	}
+}
+
+func daemonSet(d *appsv1.DaemonSet) {
+	st := &d.Spec.UpdateStrategy
+	if st.Type == "" {
+		st.Type = appsv1.RollingUpdateDaemonSetStrategyType
+	}
+	if st.Type == appsv1.RollingUpdateDaemonSetStrategyType {
+		if st.RollingUpdate == nil {
+			st.RollingUpdate = &appsv1.RollingUpdateDaemonSet{}
+		}
+		if st.RollingUpdate.MaxUnavailable == nil {
+			st.RollingUpdate.MaxUnavailable = ptr(intstr.FromInt32(1))
+		}
+		if st.RollingUpdate.MaxSurge == nil {
+			st.RollingUpdate.MaxSurge = ptr(intstr.FromInt32(0))
+		}
+	}
+	if d.Spec.RevisionHistoryLimit == nil {
+		d.Spec.RevisionHistoryLimit = ptr(int32(10))
+	}
+	podTemplateSpec(&d.Spec.Template)
+}
+
+func job(j *batchv1.Job) {
+	spec := &j.Spec
+	// A non-parallel job may leave both unset; both then become 1.
+	if spec.Completions == nil && spec.Parallelism == nil {
+		spec.Completions = ptr(int32(1))
+		spec.Parallelism = ptr(int32(1))
+	}
+	if spec.Parallelism == nil {
+		spec.Parallelism = ptr(int32(1))
+	}
+	if spec.BackoffLimit == nil {
+		if spec.BackoffLimitPerIndex != nil {
+			// With a per-index limit the global limit is effectively off.
+			spec.BackoffLimit = ptr(int32(maxInt32))
+		} else {
+			spec.BackoffLimit = ptr(int32(6))
+		}
+	}
+	if spec.CompletionMode == nil {
+		spec.CompletionMode = ptr(batchv1.NonIndexedCompletion)
+	}
+	if spec.Suspend == nil {
+		spec.Suspend = ptr(false)
+	}
+	if spec.PodFailurePolicy != nil {
+		for i := range spec.PodFailurePolicy.Rules {
+			for k := range spec.PodFailurePolicy.Rules[i].OnPodConditions {
+				c := &spec.PodFailurePolicy.Rules[i].OnPodConditions[k]
+				if c.Status == "" {
+					c.Status = corev1.ConditionTrue
+				}
+			}
+		}
+	}
+	if spec.PodReplacementPolicy == nil {
+		// Pod failure policies need terminal pods to be judged, hence Failed.
+		if spec.PodFailurePolicy != nil {
+			spec.PodReplacementPolicy = ptr(batchv1.Failed)
+		} else {
+			spec.PodReplacementPolicy = ptr(batchv1.TerminatingOrFailed)
+		}
+	}
+	if spec.ManualSelector == nil {
+		spec.ManualSelector = ptr(false)
+	}
+	podTemplateSpec(&spec.Template)
+	// Registry step (upstream job strategy PrepareForCreate): generate the
+	// selector once the object has its UID.
+	if j.UID != "" {
+		GenerateJobSelector(j)
+	}
+	// Unlabelled Jobs take their template's labels. Upstream copies them in
+	// its defaulter, which also runs whenever the stored Job is decoded, so
+	// clients see the generated job-name/controller-uid labels there too;
+	// copying after selector generation gives that final state at once.
+	if labels := spec.Template.Labels; labels != nil && len(j.Labels) == 0 {
+		j.Labels = copyMap(labels)
+	}
+}
+
+// GenerateJobSelector is the upstream Job registry step (job strategy
+// PrepareForCreate) that, unless spec.manualSelector is true, adds the
+// job-name and controller-uid labels to the pod template and selects on
+// batch.kubernetes.io/controller-uid. It needs metadata.uid, so the API
+// server must call it (or Apply) after assigning the UID on create; Apply
+// calls it itself whenever the UID is already set. It is idempotent and
+// never overwrites a label the client set: a conflicting label is left for
+// validation to reject as a selector/template mismatch.
+func GenerateJobSelector(j *batchv1.Job) {
+	if j.Spec.ManualSelector == nil {
+		j.Spec.ManualSelector = ptr(false)
+	}
+	if *j.Spec.ManualSelector || j.UID == "" {
+		return
+	}
+	uid := string(j.UID)
+	if j.Spec.Template.Labels == nil {
+		j.Spec.Template.Labels = map[string]string{}
+	}
+	tl := j.Spec.Template.Labels
+	// Both the legacy and the prefixed labels, as upstream writes them.
+	setIfAbsent(tl, "job-name", j.Name)
+	setIfAbsent(tl, batchv1.JobNameLabel, j.Name)
+	setIfAbsent(tl, "controller-uid", uid)
+	setIfAbsent(tl, batchv1.ControllerUidLabel, uid)
+	if j.Spec.Selector == nil {
+		j.Spec.Selector = &metav1.LabelSelector{}
+	}
+	if j.Spec.Selector.MatchLabels == nil {
+		j.Spec.Selector.MatchLabels = map[string]string{}
+	}
+	setIfAbsent(j.Spec.Selector.MatchLabels, batchv1.ControllerUidLabel, uid)
+}
+
+func cronJob(c *batchv1.CronJob) {
+	spec := &c.Spec
+	if spec.ConcurrencyPolicy == "" {
+		spec.ConcurrencyPolicy = batchv1.AllowConcurrent
+	}
+	if spec.Suspend == nil {
+		spec.Suspend = ptr(false)
+	}
+	if spec.SuccessfulJobsHistoryLimit == nil {
+		spec.SuccessfulJobsHistoryLimit = ptr(int32(3))
+	}
+	if spec.FailedJobsHistoryLimit == nil {
+		spec.FailedJobsHistoryLimit = ptr(int32(1))
+	}
+	// Upstream's generated CronJob defaulter only reaches the embedded pod
+	// template; the job template's JobSpec fields (backoffLimit, ...) are
+	// defaulted later, on the Job the controller creates.
+	podTemplateSpec(&spec.JobTemplate.Spec.Template)
+}
+
+func copyMap(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func setIfAbsent(m map[string]string, k, v string) {
+	if _, ok := m[k]; !ok {
+		m[k] = v
+	}
+}

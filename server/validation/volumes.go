@@ -1,0 +1,336 @@
+package validation
+
+import (
+	"path"
+	"reflect"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+const (
+	// File modes in volume sources: upstream accepts 0..0777 (octal).
+	maxFileMode      = 0o777
+	fileModeErrorMsg = "must be a number between 0 and 0777 (octal), both inclusive"
+)
+
+var supportedHostPathTypes = []corev1.HostPathType{
+	corev1.HostPathUnset, corev1.HostPathDirectoryOrCreate, corev1.HostPathDirectory, corev1.HostPathFileOrCreate,
+	corev1.HostPathFile, corev1.HostPathSocket, corev1.HostPathCharDev, corev1.HostPathBlockDev,
+}
+
+// validateVolumes checks pod volumes and returns them by name so mounts can
+// be resolved. Names are DNS labels and unique; each volume has exactly one
+// source.
+func validateVolumes(vols []corev1.Volume, fldPath *field.Path) (map[string]corev1.VolumeSource, field.ErrorList) {
+	var allErrs field.ErrorList
+	byName := map[string]corev1.VolumeSource{}
+	for i := range vols {
+		v := &vols[i]
+		p := fldPath.Index(i)
+		if v.Name == "" {
+			allErrs = append(allErrs, field.Required(p.Child("name"), ""))
+		} else {
+			allErrs = append(allErrs, validateDNS1123Label(v.Name, p.Child("name"))...)
+			if _, dup := byName[v.Name]; dup {
+				allErrs = append(allErrs, field.Duplicate(p.Child("name"), v.Name))
+			}
+		}
+		allErrs = append(allErrs, validateVolumeSource(&v.VolumeSource, p)...)
+		if v.Name != "" {
+			byName[v.Name] = v.VolumeSource
+		}
+	}
+	return byName, allErrs
+}
+
+// countSources reports the JSON names of the non-nil pointer fields of a
+// volume source union, in declaration order.
+func countSources(src any) []string {
+	v := reflect.ValueOf(src).Elem()
+	t := v.Type()
+	var set []string
+	for i := 0; i < t.NumField(); i++ {
+		f := v.Field(i)
+		if f.Kind() == reflect.Pointer && !f.IsNil() {
+			set = append(set, jsonName(t.Field(i)))
+		}
+	}
+	return set
+}
+
+// oneSource enforces the one-of rule with upstream's messages: none is
+// "must specify a volume type", each extra is "may not specify more than 1
+// volume type" at that extra field.
+func oneSource(set []string, fldPath *field.Path) field.ErrorList {
+	if len(set) == 0 {
+		return field.ErrorList{field.Required(fldPath, "must specify a volume type")}
+	}
+	var errs field.ErrorList
+	for _, name := range set[1:] {
+		errs = append(errs, field.Forbidden(fldPath.Child(name), "may not specify more than 1 volume type"))
+	}
+	return errs
+}
+
+func validateVolumeSource(src *corev1.VolumeSource, fldPath *field.Path) field.ErrorList {
+	allErrs := oneSource(countSources(src), fldPath)
+	if s := src.HostPath; s != nil {
+		allErrs = append(allErrs, validateHostPath(s, fldPath.Child("hostPath"))...)
+	}
+	if s := src.EmptyDir; s != nil {
+		if s.SizeLimit != nil && s.SizeLimit.Sign() < 0 {
+			allErrs = append(allErrs, field.Forbidden(fldPath.Child("emptyDir", "sizeLimit"), "SizeLimit field must be a valid resource quantity"))
+		}
+		switch m := s.Medium; {
+		case m == corev1.StorageMediumDefault, m == corev1.StorageMediumMemory, strings.HasPrefix(string(m), string(corev1.StorageMediumHugePages)):
+		default:
+			allErrs = append(allErrs, field.NotSupported(fldPath.Child("emptyDir", "medium"), m,
+				[]corev1.StorageMedium{corev1.StorageMediumDefault, corev1.StorageMediumMemory, corev1.StorageMediumHugePages}))
+		}
+	}
+	if s := src.Secret; s != nil {
+		p := fldPath.Child("secret")
+		if s.SecretName == "" {
+			allErrs = append(allErrs, field.Required(p.Child("secretName"), ""))
+		}
+		allErrs = append(allErrs, validateFileMode(s.DefaultMode, p.Child("defaultMode"))...)
+		allErrs = append(allErrs, validateKeyToPaths(s.Items, p.Child("items"))...)
+	}
+	if s := src.ConfigMap; s != nil {
+		p := fldPath.Child("configMap")
+		if s.Name == "" {
+			allErrs = append(allErrs, field.Required(p.Child("name"), ""))
+		}
+		allErrs = append(allErrs, validateFileMode(s.DefaultMode, p.Child("defaultMode"))...)
+		allErrs = append(allErrs, validateKeyToPaths(s.Items, p.Child("items"))...)
+	}
+	if s := src.PersistentVolumeClaim; s != nil && s.ClaimName == "" {
+		allErrs = append(allErrs, field.Required(fldPath.Child("persistentVolumeClaim", "claimName"), ""))
+	}
+	if s := src.DownwardAPI; s != nil {
+		p := fldPath.Child("downwardAPI")
+		allErrs = append(allErrs, validateFileMode(s.DefaultMode, p.Child("defaultMode"))...)
+		allErrs = append(allErrs, validateDownwardAPIFiles(s.Items, p.Child("items"))...)
+	}
+	if s := src.Projected; s != nil {
+		allErrs = append(allErrs, validateProjected(s, fldPath.Child("projected"))...)
+	}
+	if s := src.NFS; s != nil {
+		p := fldPath.Child("nfs")
+		if s.Server == "" {
+			allErrs = append(allErrs, field.Required(p.Child("server"), ""))
+		}
+		if s.Path == "" {
+			allErrs = append(allErrs, field.Required(p.Child("path"), ""))
+		} else if !path.IsAbs(s.Path) {
+			allErrs = append(allErrs, field.Invalid(p.Child("path"), s.Path, "must be an absolute path"))
+		}
+	}
+	if s := src.CSI; s != nil && s.Driver == "" {
+		allErrs = append(allErrs, field.Required(fldPath.Child("csi", "driver"), ""))
+	}
+	if s := src.Ephemeral; s != nil {
+		p := fldPath.Child("ephemeral")
+		if s.VolumeClaimTemplate == nil {
+			allErrs = append(allErrs, field.Required(p.Child("volumeClaimTemplate"), ""))
+		} else {
+			allErrs = append(allErrs, validatePVCSpec(&s.VolumeClaimTemplate.Spec, p.Child("volumeClaimTemplate", "spec"))...)
+		}
+	}
+	if s := src.Image; s != nil {
+		p := fldPath.Child("image")
+		if s.Reference == "" {
+			allErrs = append(allErrs, field.Required(p.Child("reference"), ""))
+		}
+		if s.PullPolicy != "" && !slices.Contains(supportedPullPolicies, s.PullPolicy) {
+			allErrs = append(allErrs, field.NotSupported(p.Child("pullPolicy"), s.PullPolicy, supportedPullPolicies))
+		}
+	}
+	return allErrs
+}
+
+func validateHostPath(s *corev1.HostPathVolumeSource, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if s.Path == "" {
+		errs = append(errs, field.Required(fldPath.Child("path"), ""))
+		return errs
+	}
+	errs = append(errs, validatePathNoBacksteps(s.Path, fldPath.Child("path"))...)
+	if s.Type != nil && !slices.Contains(supportedHostPathTypes, *s.Type) {
+		errs = append(errs, field.NotSupported(fldPath.Child("type"), *s.Type, supportedHostPathTypes))
+	}
+	return errs
+}
+
+func validateFileMode(mode *int32, fldPath *field.Path) field.ErrorList {
+	if mode != nil && (*mode > maxFileMode || *mode < 0) {
+		return field.ErrorList{field.Invalid(fldPath, *mode, fileModeErrorMsg)}
+	}
+	return nil
+}
+
+func validateKeyToPaths(items []corev1.KeyToPath, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, kp := range items {
+		p := fldPath.Index(i)
+		if kp.Key == "" {
+			errs = append(errs, field.Required(p.Child("key"), ""))
+		}
+		if kp.Path == "" {
+			errs = append(errs, field.Required(p.Child("path"), ""))
+		} else {
+			errs = append(errs, validateLocalNonReservedPath(kp.Path, p.Child("path"))...)
+		}
+		errs = append(errs, validateFileMode(kp.Mode, p.Child("mode"))...)
+	}
+	return errs
+}
+
+// validateLocalNonReservedPath: item paths stay below the mount and may not
+// start with "..", which the kubelet's atomic writer reserves.
+func validateLocalNonReservedPath(target string, fldPath *field.Path) field.ErrorList {
+	errs := validateLocalDescendingPath(target, fldPath)
+	if strings.HasPrefix(target, "..") && !strings.HasPrefix(target, "../") {
+		errs = append(errs, field.Invalid(fldPath, target, "must not start with '..'"))
+	}
+	return errs
+}
+
+func validateDownwardAPIFiles(items []corev1.DownwardAPIVolumeFile, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, f := range items {
+		p := fldPath.Index(i)
+		if f.Path == "" {
+			errs = append(errs, field.Required(p.Child("path"), ""))
+		} else {
+			errs = append(errs, validateLocalNonReservedPath(f.Path, p.Child("path"))...)
+		}
+		errs = append(errs, validateFileMode(f.Mode, p.Child("mode"))...)
+		switch {
+		case f.FieldRef != nil && f.ResourceFieldRef != nil:
+			errs = append(errs, field.Invalid(p, "resource", "fieldRef and resourceFieldRef can not be specified simultaneously"))
+		case f.FieldRef != nil:
+			errs = append(errs, validateObjectFieldSelector(f.FieldRef, validVolumeFieldPaths, p.Child("fieldRef"))...)
+		case f.ResourceFieldRef != nil:
+			errs = append(errs, validateResourceFieldSelector(f.ResourceFieldRef, true, p.Child("resourceFieldRef"))...)
+		default:
+			errs = append(errs, field.Required(p, "one of fieldRef and resourceFieldRef is required"))
+		}
+	}
+	return errs
+}
+
+func validateProjected(s *corev1.ProjectedVolumeSource, fldPath *field.Path) field.ErrorList {
+	errs := validateFileMode(s.DefaultMode, fldPath.Child("defaultMode"))
+	paths := sets.New[string]()
+	addPath := func(pth string, p *field.Path) {
+		if paths.Has(pth) {
+			errs = append(errs, field.Invalid(p, pth, "conflicting duplicate paths"))
+		}
+		paths.Insert(pth)
+	}
+	for i, src := range s.Sources {
+		p := fldPath.Child("sources").Index(i)
+		n := len(countSources(&src))
+		if n == 0 {
+			errs = append(errs, field.Required(p, "must specify exactly 1 source type"))
+		} else if n > 1 {
+			errs = append(errs, field.Forbidden(p, "may not specify more than 1 volume type per source"))
+		}
+		if src.Secret != nil {
+			if src.Secret.Name == "" {
+				errs = append(errs, field.Required(p.Child("secret", "name"), ""))
+			}
+			errs = append(errs, validateKeyToPaths(src.Secret.Items, p.Child("secret", "items"))...)
+			for j, it := range src.Secret.Items {
+				addPath(it.Path, p.Child("secret", "items").Index(j).Child("path"))
+			}
+		}
+		if src.ConfigMap != nil {
+			if src.ConfigMap.Name == "" {
+				errs = append(errs, field.Required(p.Child("configMap", "name"), ""))
+			}
+			errs = append(errs, validateKeyToPaths(src.ConfigMap.Items, p.Child("configMap", "items"))...)
+			for j, it := range src.ConfigMap.Items {
+				addPath(it.Path, p.Child("configMap", "items").Index(j).Child("path"))
+			}
+		}
+		if src.DownwardAPI != nil {
+			errs = append(errs, validateDownwardAPIFiles(src.DownwardAPI.Items, p.Child("downwardAPI", "items"))...)
+			for j, it := range src.DownwardAPI.Items {
+				addPath(it.Path, p.Child("downwardAPI", "items").Index(j).Child("path"))
+			}
+		}
+		if t := src.ServiceAccountToken; t != nil {
+			tp := p.Child("serviceAccountToken")
+			if t.ExpirationSeconds != nil {
+				// Tokens live at least ten minutes and at most 2^32 seconds.
+				if *t.ExpirationSeconds < 600 {
+					errs = append(errs, field.Invalid(tp.Child("expirationSeconds"), *t.ExpirationSeconds, "may not specify a duration less than 10 minutes"))
+				} else if *t.ExpirationSeconds > 1<<32 {
+					errs = append(errs, field.Invalid(tp.Child("expirationSeconds"), *t.ExpirationSeconds, "may not specify a duration larger than 2^32 seconds"))
+				}
+			}
+			if t.Path == "" {
+				errs = append(errs, field.Required(tp.Child("path"), ""))
+			} else {
+				errs = append(errs, validateLocalNonReservedPath(t.Path, tp.Child("path"))...)
+				addPath(t.Path, tp.Child("path"))
+			}
+		}
+		if b := src.ClusterTrustBundle; b != nil {
+			bp := p.Child("clusterTrustBundle")
+			if b.Path == "" {
+				errs = append(errs, field.Required(bp.Child("path"), ""))
+			} else {
+				addPath(b.Path, bp.Child("path"))
+			}
+			if (b.Name == nil) == (b.SignerName == nil) {
+				errs = append(errs, field.Invalid(bp, "", "must specify exactly one of name or signerName"))
+			}
+		}
+	}
+	return errs
+}
+
+// validatePVSource is the one-of check for PersistentVolume sources, with
+// the few per-source rules that catch common mistakes.
+func validatePVSource(src *corev1.PersistentVolumeSource, fldPath *field.Path) field.ErrorList {
+	allErrs := oneSource(countSources(src), fldPath)
+	if s := src.HostPath; s != nil {
+		allErrs = append(allErrs, validateHostPath(s, fldPath.Child("hostPath"))...)
+	}
+	if s := src.NFS; s != nil {
+		p := fldPath.Child("nfs")
+		if s.Server == "" {
+			allErrs = append(allErrs, field.Required(p.Child("server"), ""))
+		}
+		if s.Path == "" {
+			allErrs = append(allErrs, field.Required(p.Child("path"), ""))
+		} else if !path.IsAbs(s.Path) {
+			allErrs = append(allErrs, field.Invalid(p.Child("path"), s.Path, "must be an absolute path"))
+		}
+	}
+	if s := src.Local; s != nil {
+		p := fldPath.Child("local")
+		if s.Path == "" {
+			allErrs = append(allErrs, field.Required(p.Child("path"), ""))
+		} else {
+			allErrs = append(allErrs, validatePathNoBacksteps(s.Path, p.Child("path"))...)
+		}
+	}
+	if s := src.CSI; s != nil {
+		p := fldPath.Child("csi")
+		if s.Driver == "" {
+			allErrs = append(allErrs, field.Required(p.Child("driver"), ""))
+		}
+		if s.VolumeHandle == "" {
+			allErrs = append(allErrs, field.Required(p.Child("volumeHandle"), ""))
+		}
+	}
+	return allErrs
+}
