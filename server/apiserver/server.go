@@ -82,6 +82,16 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	var stores []*storage.Store
 	var specs []openapi.Resource
 	for _, r := range registry.All() {
+		if r.Review {
+			sv := &served{Resource: r}
+			s.resources[r.GVR] = sv
+			gv := r.GVR.GroupVersion()
+			if _, ok := s.byGroup[gv.String()]; !ok {
+				s.groupVersions = append(s.groupVersions, gv)
+			}
+			s.byGroup[gv.String()] = append(s.byGroup[gv.String()], sv)
+			continue
+		}
 		st, err := storage.New(ctx, storage.Config{
 			Client: cfg.Etcd, Resource: r.GroupResource(), Prefix: r.Prefix(), Kind: r.GVK(),
 			NewFunc: r.New, Attrs: r.Attrs,
@@ -211,6 +221,14 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 	}
 	if !sv.Namespaced && info.Namespace != "" && info.Resource != "namespaces" {
 		s.writeError(w, r, apierrors.NewNotFound(sv.GroupResource(), info.Name))
+		return
+	}
+	if sv.Review {
+		if info.Verb != "create" || info.Name != "" || info.Subresource != "" {
+			s.writeError(w, r, methodNotAllowed(r.Method, sv))
+			return
+		}
+		s.review(w, r, sv)
 		return
 	}
 	if info.Subresource != "" {

@@ -42,7 +42,9 @@ type Resource struct {
 	KeepStatusOnCreate bool
 	// PrepareForCreate runs after the generic metadata is filled in.
 	PrepareForCreate func(obj runtime.Object)
-	// ShortNamesOnly etc. could go here; keep the struct small.
+	// Review marks a create-only resource that is answered, never stored
+	// (SelfSubjectAccessReview, SelfSubjectReview).
+	Review bool
 }
 
 // GroupResource names the resource for errors.

@@ -188,6 +188,21 @@ func TestKubectlReadingCommands(t *testing.T) {
 	if out := s.mustKubectl("get", "ns"); !strings.Contains(out, "kube-node-lease") || !strings.Contains(out, "Active") {
 		t.Errorf("namespaces: %s", out)
 	}
+	if out := s.mustKubectl("auth", "can-i", "create", "pods"); strings.TrimSpace(out) != "yes" {
+		t.Errorf("auth can-i: %q", out)
+	}
+	if out := s.mustKubectl("auth", "whoami"); !strings.Contains(out, "kelp-admin") || !strings.Contains(out, "system:masters") {
+		t.Errorf("auth whoami: %s", out)
+	}
+	out = s.mustKubectl("get", "all")
+	for _, want := range []string{"service/kubernetes", "deployment.apps/container-lab", "service/container-lab"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("get all lacks %s:\n%s", want, out)
+		}
+	}
+	if out := s.mustKubectl("get", "--raw", "/readyz?verbose"); !strings.Contains(out, "[+]etcd ok") || !strings.Contains(out, "readyz check passed") {
+		t.Errorf("readyz?verbose: %s", out)
+	}
 }
 
 func TestKubectlGetWatch(t *testing.T) {
