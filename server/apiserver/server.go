@@ -64,7 +64,7 @@ type Server struct {
 // served pairs a resource's declaration with its storage.
 type served struct {
 	*registry.Resource
-	store *storage.Store
+	store objectStore
 }
 
 // New opens storage for every resource and prepares the handlers.
@@ -83,13 +83,16 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	var specs []openapi.Resource
 	for _, r := range registry.All() {
 		if r.Review {
-			sv := &served{Resource: r}
-			s.resources[r.GVR] = sv
-			gv := r.GVR.GroupVersion()
-			if _, ok := s.byGroup[gv.String()]; !ok {
-				s.groupVersions = append(s.groupVersions, gv)
+			s.serve(&served{Resource: r})
+			continue
+		}
+		if r.StoredAs != nil {
+			shared, ok := s.resources[*r.StoredAs]
+			if !ok {
+				return nil, fmt.Errorf("%s is stored as %s, which is not served before it", r.GVR, r.StoredAs)
 			}
-			s.byGroup[gv.String()] = append(s.byGroup[gv.String()], sv)
+			s.serve(&served{Resource: r, store: convertingStore{Store: shared.store.(*storage.Store), to: r.ToStorage, from: r.FromStorage}})
+			specs = append(specs, openapiResource(r))
 			continue
 		}
 		st, err := storage.New(ctx, storage.Config{
@@ -100,13 +103,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("storage for %s: %w", r.GVR.Resource, err)
 		}
 		stores = append(stores, st)
-		sv := &served{Resource: r, store: st}
-		s.resources[r.GVR] = sv
-		gv := r.GVR.GroupVersion()
-		if _, ok := s.byGroup[gv.String()]; !ok {
-			s.groupVersions = append(s.groupVersions, gv)
-		}
-		s.byGroup[gv.String()] = append(s.byGroup[gv.String()], sv)
+		s.serve(&served{Resource: r, store: st})
 		specs = append(specs, openapiResource(r))
 	}
 	s.openapi = openapi.New(specs)
@@ -125,6 +122,16 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 
 // Compactor exposes etcd compaction (tests and benchmarks trigger it).
 func (s *Server) Compactor() *storage.Compactor { return s.compactor }
+
+// serve adds a resource to routing and discovery.
+func (s *Server) serve(sv *served) {
+	s.resources[sv.GVR] = sv
+	gv := sv.GVR.GroupVersion()
+	if _, ok := s.byGroup[gv.String()]; !ok {
+		s.groupVersions = append(s.groupVersions, gv)
+	}
+	s.byGroup[gv.String()] = append(s.byGroup[gv.String()], sv)
+}
 
 // lookup finds the served resource for a request.
 func (s *Server) lookup(info requestInfo) (*served, error) {

@@ -42,6 +42,11 @@ type Resource struct {
 	KeepStatusOnCreate bool
 	// PrepareForCreate runs after the generic metadata is filled in.
 	PrepareForCreate func(obj runtime.Object)
+	// StoredAs names the resource whose storage this one shares, with
+	// ToStorage and FromStorage converting between the two kinds.
+	StoredAs    *schema.GroupVersionResource
+	ToStorage   func(runtime.Object) runtime.Object
+	FromStorage func(runtime.Object) runtime.Object
 	// Review marks a create-only resource that is answered, never stored
 	// (SelfSubjectAccessReview, SelfSubjectReview).
 	Review bool

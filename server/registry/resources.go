@@ -106,10 +106,11 @@ func All() []*Resource {
 		// discovery.k8s.io/v1
 		{GVR: gvr("discovery.k8s.io", "v1", "endpointslices"), Kind: "EndpointSlice", Singular: "endpointslice", Namespaced: true,
 			New: func() runtime.Object { return &discoveryv1.EndpointSlice{} }, NewList: func() runtime.Object { return &discoveryv1.EndpointSliceList{} }},
-		// events.k8s.io/v1 has its own keys; see docs/architecture.md.
+		// events.k8s.io/v1 is stored as core/v1 Events.
 		{GVR: gvr("events.k8s.io", "v1", "events"), Kind: "Event", Singular: "event", ShortNames: []string{"ev"}, Namespaced: true,
-			StoragePrefix: "/registry/events.k8s.io/events/",
-			New:           func() runtime.Object { return &eventsv1.Event{} }, NewList: func() runtime.Object { return &eventsv1.EventList{} }},
+			StoredAs: &coreEvents, ToStorage: EventToCore, FromStorage: EventFromCore,
+			New: func() runtime.Object { return &eventsv1.Event{} }, NewList: func() runtime.Object { return &eventsv1.EventList{} },
+			Fields: func(o runtime.Object) fields.Set { return eventFields(EventToCore(o)) }},
 		// policy/v1
 		{GVR: gvr("policy", "v1", "poddisruptionbudgets"), Kind: "PodDisruptionBudget", Singular: "poddisruptionbudget", ShortNames: []string{"pdb"}, Namespaced: true,
 			New: func() runtime.Object { return &policyv1.PodDisruptionBudget{} }, NewList: func() runtime.Object { return &policyv1.PodDisruptionBudgetList{} },
@@ -141,6 +142,8 @@ func All() []*Resource {
 			New: func() runtime.Object { return &storagev1.StorageClass{} }, NewList: func() runtime.Object { return &storagev1.StorageClassList{} }},
 	}
 }
+
+var coreEvents = gvr("", "v1", "events")
 
 func podFields(o runtime.Object) fields.Set {
 	p := o.(*corev1.Pod)

@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -241,4 +242,39 @@ func hasScheduled(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// Both Event APIs share storage: an events.k8s.io/v1 Event is a core/v1
+// Event, and the reverse.
+func TestEventAPIsShareStorage(t *testing.T) {
+	s := startServer(t)
+	cs := s.client()
+	ctx := ctxT(t)
+	now := metav1.NowMicro()
+	_, err := cs.EventsV1().Events("default").Create(ctx, &eventsv1.Event{
+		ObjectMeta: metav1.ObjectMeta{Name: "e1"}, EventTime: now, ReportingController: "kelp.io/test", ReportingInstance: "test-1",
+		Action: "Testing", Reason: "Tested", Note: "written through events.k8s.io", Type: "Normal",
+		Regarding: corev1.ObjectReference{Kind: "ConfigMap", Namespace: "default", Name: "x", APIVersion: "v1"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, err := cs.CoreV1().Events("default").Get(ctx, "e1", metav1.GetOptions{})
+	if err != nil || core.Message != "written through events.k8s.io" || core.InvolvedObject.Name != "x" || core.ReportingController != "kelp.io/test" {
+		t.Fatalf("core view: %v %+v", err, core)
+	}
+	list, err := cs.EventsV1().Events("default").List(ctx, metav1.ListOptions{})
+	if err != nil || len(list.Items) != 1 || list.Items[0].Note != core.Message {
+		t.Fatalf("events.k8s.io list: %v %+v", err, list)
+	}
+	out := s.mustKubectl("get", "events")
+	if !strings.Contains(out, "Tested") || !strings.Contains(out, "configmap/x") {
+		t.Errorf("kubectl get events: %s", out)
+	}
+	if err := cs.EventsV1().Events("default").Delete(ctx, "e1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Events("default").Get(ctx, "e1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("deleted through one API, still in the other: %v", err)
+	}
 }
