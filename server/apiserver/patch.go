@@ -16,6 +16,12 @@ import (
 // maxJSONPatchOps bounds the work one JSON patch can ask for.
 const maxJSONPatchOps = 10000
 
+func init() {
+	// JSON patch "copy" can double a document per operation; cap the
+	// growth at the request body limit, as upstream does.
+	jsonpatch.AccumulatedCopySizeLimit = MaxBodyBytes
+}
+
 func (s *Server) patch(w http.ResponseWriter, r *http.Request, info requestInfo, sv *served, subresource string) {
 	dry, err := dryRun(r)
 	if err != nil {

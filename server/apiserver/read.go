@@ -6,12 +6,13 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metainternalversionvalidation "k8s.io/apimachinery/pkg/apis/meta/internalversion/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/kelp-project/kelp/server/storage"
 )
@@ -66,21 +67,17 @@ func listOptions(r *http.Request, info requestInfo, sv *served) (storage.ListOpt
 	if v := q.Get("sendInitialEvents"); v != "" {
 		b := isTrue(v)
 		o.SendInitialEvents = &b
-		if info.Verb != "watch" {
-			return o, apierrors.NewBadRequest("sendInitialEvents is forbidden for list")
-		}
-		if o.RVMatch != metav1.ResourceVersionMatchNotOlderThan {
-			return o, apierrors.NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: "ListOptions"}, "",
-				field.ErrorList{field.Forbidden(field.NewPath("resourceVersionMatch"), "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan")})
-		}
 	}
-	switch o.RVMatch {
-	case "", metav1.ResourceVersionMatchNotOlderThan, metav1.ResourceVersionMatchExact:
-	default:
-		return o, apierrors.NewBadRequest("resourceVersionMatch: unsupported value " + string(o.RVMatch))
+	// The combination rules (resourceVersionMatch needs resourceVersion,
+	// sendInitialEvents is for watches only, ...) are apimachinery's, with
+	// upstream's 422 answers.
+	internal := &metainternalversion.ListOptions{
+		ResourceVersion: o.ResourceVersion, ResourceVersionMatch: o.RVMatch, Limit: o.Limit,
+		Continue: o.Continue, Watch: info.Verb == "watch", SendInitialEvents: o.SendInitialEvents,
+		AllowWatchBookmarks: o.AllowBookmarks,
 	}
-	if o.RVMatch != "" && o.ResourceVersion == "" && info.Verb == "list" {
-		return o, apierrors.NewBadRequest("resourceVersionMatch is forbidden unless resourceVersion is provided")
+	if errs := metainternalversionvalidation.ValidateListOptions(internal, true); len(errs) > 0 {
+		return o, apierrors.NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: "ListOptions"}, "", errs)
 	}
 	if o.Continue != "" && o.ResourceVersion != "" && o.ResourceVersion != "0" {
 		return o, apierrors.NewBadRequest("specifying resource version is not allowed when using continue")

@@ -8,6 +8,7 @@ import (
 
 	rpctypes "go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -28,11 +29,12 @@ func ParseRV(s string) (int64, error) {
 	if s == "" {
 		return 0, nil
 	}
-	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || v < 0 {
+	// Unsigned decimal only, as upstream: no sign, no overflow past int64.
+	v, err := strconv.ParseUint(s, 10, 63)
+	if err != nil {
 		return 0, apierrors.NewBadRequest(fmt.Sprintf("invalid resource version %q", s))
 	}
-	return v, nil
+	return int64(v), nil
 }
 
 func formatRV(v int64) string { return strconv.FormatInt(v, 10) }
@@ -48,4 +50,13 @@ func etcdErr(err error) error {
 		return apierrors.NewResourceExpired("The resourceVersion for the provided list is too old.")
 	}
 	return apierrors.NewInternalError(fmt.Errorf("etcd: %w", err))
+}
+
+// tooLargeRV is upstream's answer to a read at a revision that does not
+// exist yet: 504 Timeout with a ResourceVersionTooLarge cause, which
+// client-go's reflector recognises and retries.
+func tooLargeRV(rv, current int64) error {
+	err := apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %d", rv, current), 1)
+	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}
+	return err
 }

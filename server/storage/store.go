@@ -5,11 +5,13 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strings"
 
+	rpctypes "go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -290,6 +292,12 @@ func (s *Store) listEtcd(ctx context.Context, o ListOptions, rv int64) (*ListRes
 		}
 		resp, err := s.client.Get(ctx, start, opts...)
 		if err != nil {
+			if errors.Is(err, rpctypes.ErrFutureRev) {
+				if o.Continue != "" {
+					return nil, apierrors.NewBadRequest("continue key is not valid: it names a future revision")
+				}
+				return nil, tooLargeRV(atRev, s.cache.currentRV())
+			}
 			if o.Continue != "" && strings.Contains(err.Error(), "compacted") {
 				return nil, apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
 			}

@@ -252,6 +252,9 @@ func (c *watchCache) broadcastLocked() {
 }
 
 func (c *watchCache) currentRV() int64 {
+	if c == nil {
+		return 0
+	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.rv
@@ -279,7 +282,7 @@ func (c *watchCache) waitFresh(ctx context.Context, rv int64) error {
 		case <-time.After(200 * time.Millisecond):
 			asked = false
 		case <-deadline:
-			return apierrors.NewTimeoutError("Too large resource version: "+formatRV(rv)+", current: "+formatRV(c.currentRV()), 1)
+			return tooLargeRV(rv, c.currentRV())
 		case <-ctx.Done():
 			return apierrors.NewTimeoutError("request did not complete within the allowed duration", 0)
 		}
