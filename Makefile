@@ -2,7 +2,9 @@
 # Go build cache is shared between them.
 GO ?= go
 KUBE_VERSION ?= v1.37.2
-LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
+KELP_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.kelpVersion=$(KELP_VERSION) \
+	-X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
 	-X k8s.io/component-base/version.gitMajor=1 \
 	-X k8s.io/component-base/version.gitMinor=37
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -23,9 +24,17 @@ import (
 // and where `kelp kubectl` looks when KUBECONFIG is unset.
 const defaultKubeconfig = "/etc/kelp/kelp.yaml"
 
+// kelpVersion is set at link time by the Makefile.
+var kelpVersion = "dev"
+
 func main() {
+	// Installed as a "kubectl" symlink, kelp is kubectl.
+	if filepath.Base(os.Args[0]) == "kubectl" {
+		runKubectl(os.Args[1:])
+	}
 	app := &urfavecli.App{
-		Name:  "kelp",
+		Name:    "kelp",
+		Version: kelpVersion,
 		Usage: "a Kubernetes cluster in one binary",
 		Flags: []urfavecli.Flag{
 			&urfavecli.BoolFlag{Name: "debug", Usage: "log at debug level", EnvVars: []string{"KELP_DEBUG"}},
@@ -104,14 +113,19 @@ func kubectlCommand() *urfavecli.Command {
 		Usage:           "run kubectl against this cluster",
 		SkipFlagParsing: true,
 		Action: func(c *urfavecli.Context) error {
-			if os.Getenv("KUBECONFIG") == "" {
-				if _, err := os.Stat(defaultKubeconfig); err == nil {
-					os.Setenv("KUBECONFIG", defaultKubeconfig)
-				}
-			}
-			os.Args = append([]string{"kubectl"}, c.Args().Slice()...)
-			os.Exit(cli.Run(cmd.NewDefaultKubectlCommand()))
+			runKubectl(c.Args().Slice())
 			return nil
 		},
 	}
+}
+
+// runKubectl runs kubectl with args and exits with its status.
+func runKubectl(args []string) {
+	if os.Getenv("KUBECONFIG") == "" {
+		if _, err := os.Stat(defaultKubeconfig); err == nil {
+			os.Setenv("KUBECONFIG", defaultKubeconfig)
+		}
+	}
+	os.Args = append([]string{"kubectl"}, args...)
+	os.Exit(cli.Run(cmd.NewDefaultKubectlCommand()))
 }
