@@ -35,7 +35,7 @@ func main() {
 	app := &urfavecli.App{
 		Name:    "kelp",
 		Version: kelpVersion,
-		Usage: "a Kubernetes cluster in one binary",
+		Usage:   "a Kubernetes cluster in one binary",
 		Flags: []urfavecli.Flag{
 			&urfavecli.BoolFlag{Name: "debug", Usage: "log at debug level", EnvVars: []string{"KELP_DEBUG"}},
 		},
