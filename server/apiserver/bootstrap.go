@@ -28,9 +28,6 @@ import (
 func (s *Server) Bootstrap(ctx context.Context) error {
 	err := s.bootstrap(ctx)
 	s.ready.Store("bootstrap", err)
-	// The field manager's type converter takes a few hundred ms to build;
-	// build it now rather than inside the first client write.
-	go s.fields.Update(corev1.SchemeGroupVersion.WithKind("ConfigMap"), "", nil, &corev1.ConfigMap{}, "warm-up")
 	return err
 }
 

@@ -80,7 +80,9 @@ type Subresource struct {
 
 // Handler serves /openapi/v3 and /openapi/v3/<api/v1|apis/<group>/<version>>.
 type Handler struct {
-	ready chan struct{}
+	ready     chan struct{}
+	once      sync.Once
+	resources []Resource
 
 	// Set before ready is closed, read-only after.
 	err      error
@@ -96,20 +98,24 @@ type document struct {
 }
 
 // New returns a Handler for the given resources. Every group-version
-// document is generated once, in the background: the work (mostly the
-// ~100 ms parse of client-go's list-type schema) is kept off the API
-// server's start-up path, and requests that arrive first wait for it.
-// After that, serving is writing cached bytes.
+// document is generated once, on the first request: the work (mostly the
+// ~100 ms parse of client-go's list-type schema) and the few MB of
+// documents cost nothing to a server no client has asked for OpenAPI yet
+// (an idle edge node), and requests that arrive first wait for it. After
+// that, serving is writing cached bytes.
 func New(resources []Resource) *Handler {
-	h := &Handler{ready: make(chan struct{})}
-	rs := cloneResources(resources)
-	go h.build(rs)
-	return h
+	return &Handler{ready: make(chan struct{}), resources: cloneResources(resources)}
 }
+
+// start builds the documents once, in the background.
+func (h *Handler) start() { h.once.Do(func() { go h.build(h.resources) }) }
 
 // Wait blocks until the documents are built; it is for callers (and tests)
 // that want them ready before serving.
-func (h *Handler) Wait() { <-h.ready }
+func (h *Handler) Wait() {
+	h.start()
+	<-h.ready
+}
 
 func cloneResources(in []Resource) []Resource {
 	out := slices.Clone(in)
@@ -365,6 +371,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
+	h.start()
 	select {
 	case <-h.ready:
 	case <-r.Context().Done():
