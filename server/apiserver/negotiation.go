@@ -76,6 +76,15 @@ func fieldValidation(r *http.Request) (string, error) {
 	}
 }
 
+// decodeBody reads the request body and decodes it into into.
+func decodeBody(w http.ResponseWriter, r *http.Request, gvk schema.GroupVersionKind, into runtime.Object) error {
+	data, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	return decodeInto(w, r, data, mediaType(r), gvk, into)
+}
+
 // decodeInto decodes a body of the given media type into into. Unknown and
 // duplicate fields are rejected under Strict, reported as warnings under
 // Warn and dropped under Ignore. The body's kind must be the endpoint's.

@@ -12,13 +12,8 @@ import (
 // `kubectl auth can-i`. Nothing is stored; the answer comes from the same
 // authentication and authorization the request itself passed.
 func (s *Server) review(w http.ResponseWriter, r *http.Request, sv *served) {
-	data, err := readBody(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	obj := sv.New()
-	if err := decodeInto(w, r, data, mediaType(r), sv.GVK(), obj); err != nil {
+	if err := decodeBody(w, r, sv.GVK(), obj); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

@@ -196,13 +196,8 @@ func (s *Server) bind(w http.ResponseWriter, r *http.Request, info requestInfo, 
 		s.writeError(w, r, err)
 		return
 	}
-	data, err := readBody(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	b := &corev1.Binding{}
-	if err := decodeInto(w, r, data, mediaType(r), corev1.SchemeGroupVersion.WithKind("Binding"), b); err != nil {
+	if err := decodeBody(w, r, corev1.SchemeGroupVersion.WithKind("Binding"), b); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

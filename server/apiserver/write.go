@@ -36,18 +36,13 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, info requestInfo
 		s.writeError(w, r, err)
 		return
 	}
-	data, err := readBody(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	manager, err := fieldManagerOf(r, false)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	obj := sv.New()
-	if err := decodeInto(w, r, data, mediaType(r), sv.GVK(), obj); err != nil {
+	if err := decodeBody(w, r, sv.GVK(), obj); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -128,18 +123,13 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, info requestInfo
 		s.writeError(w, r, err)
 		return
 	}
-	data, err := readBody(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	manager, err := fieldManagerOf(r, false)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	obj := sv.New()
-	if err := decodeInto(w, r, data, mediaType(r), sv.GVK(), obj); err != nil {
+	if err := decodeBody(w, r, sv.GVK(), obj); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
