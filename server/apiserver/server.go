@@ -230,6 +230,20 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 		s.writeError(w, r, apierrors.NewNotFound(sv.GroupResource(), info.Name))
 		return
 	}
+	// A namespaced resource is only listed or watched across namespaces;
+	// everything else needs /namespaces/{ns}/ in the path, as upstream's
+	// routes do.
+	if sv.Namespaced && info.Namespace == "" && !sv.Review {
+		switch {
+		case info.Verb == "list" || info.Verb == "watch":
+		case info.Name == "":
+			s.writeError(w, r, methodNotAllowed(r.Method, sv))
+			return
+		default:
+			s.writeError(w, r, apierrors.NewNotFound(sv.GroupResource(), info.Name))
+			return
+		}
+	}
 	if sv.Review {
 		if info.Verb != "create" || info.Name != "" || info.Subresource != "" {
 			s.writeError(w, r, methodNotAllowed(r.Method, sv))

@@ -139,6 +139,12 @@ func TestBadInput(t *testing.T) {
 			t.Fatalf("anonymous /version: %d %s", code, body)
 		}
 	})
+	t.Run("namespaced create without a namespace", func(t *testing.T) {
+		code, st, raw := call(t, s, "POST", "/api/v1/configmaps", "application/json", []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}`))
+		expectStatus(t, code, st, raw, 405, metav1.StatusReasonMethodNotAllowed, "")
+		code, st, raw = call(t, s, "GET", "/api/v1/configmaps/x", "", nil)
+		expectStatus(t, code, st, raw, 404, metav1.StatusReasonNotFound, "")
+	})
 	t.Run("unknown resource", func(t *testing.T) {
 		code, st, raw := call(t, s, "GET", "/api/v1/namespaces/default/widgets", "", nil)
 		expectStatus(t, code, st, raw, 404, metav1.StatusReasonNotFound, "")
