@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -102,6 +103,16 @@ func TestBadInput(t *testing.T) {
 		big := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"big"},"data":{"a":"` + strings.Repeat("x", 3*1024*1024+10) + `"}}`
 		code, st, raw := call(t, s, "POST", cmPath, "application/json", []byte(big))
 		expectStatus(t, code, st, raw, 413, metav1.StatusReasonRequestEntityTooLarge, "")
+	})
+	t.Run("object over the stored size cap", func(t *testing.T) {
+		// Under the 3 MiB body limit, over the 1.5 MiB stored-object cap.
+		var env []string
+		for i := 0; i < 1800; i++ {
+			env = append(env, fmt.Sprintf(`{"name":"V%d","value":"%s"}`, i, strings.Repeat("v", 1000)))
+		}
+		body := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"huge"},"spec":{"containers":[{"name":"c","image":"busybox","env":[` + strings.Join(env, ",") + `]}]}}`
+		code, st, raw := call(t, s, "POST", "/api/v1/namespaces/default/pods", "application/json", []byte(body))
+		expectStatus(t, code, st, raw, 413, metav1.StatusReasonRequestEntityTooLarge, "limit for a stored object")
 	})
 	t.Run("POST of an existing name", func(t *testing.T) {
 		body := []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"twice"}}`)
