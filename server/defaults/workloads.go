@@ -32,19 +32,8 @@ func deployment(d *appsv1.Deployment) {
 		d.Spec.Replicas = ptr(int32(1))
 	}
 	st := &d.Spec.Strategy
-	if st.Type == "" {
-		st.Type = appsv1.RollingUpdateDeploymentStrategyType
-	}
-	if st.Type == appsv1.RollingUpdateDeploymentStrategyType {
-		if st.RollingUpdate == nil {
-			st.RollingUpdate = &appsv1.RollingUpdateDeployment{}
-		}
-		if st.RollingUpdate.MaxUnavailable == nil {
-			st.RollingUpdate.MaxUnavailable = ptr(intstr.FromString("25%"))
-		}
-		if st.RollingUpdate.MaxSurge == nil {
-			st.RollingUpdate.MaxSurge = ptr(intstr.FromString("25%"))
-		}
+	if ru := rollingStrategy(&st.Type, appsv1.RollingUpdateDeploymentStrategyType, &st.RollingUpdate); ru != nil {
+		rollingUpdateBudget(&ru.MaxUnavailable, &ru.MaxSurge, intstr.FromString("25%"), intstr.FromString("25%"))
 	}
 	if d.Spec.RevisionHistoryLimit == nil {
 		d.Spec.RevisionHistoryLimit = ptr(int32(10))
@@ -105,24 +94,41 @@ func statefulSet(s *appsv1.StatefulSet) {
 
 func daemonSet(d *appsv1.DaemonSet) {
 	st := &d.Spec.UpdateStrategy
-	if st.Type == "" {
-		st.Type = appsv1.RollingUpdateDaemonSetStrategyType
-	}
-	if st.Type == appsv1.RollingUpdateDaemonSetStrategyType {
-		if st.RollingUpdate == nil {
-			st.RollingUpdate = &appsv1.RollingUpdateDaemonSet{}
-		}
-		if st.RollingUpdate.MaxUnavailable == nil {
-			st.RollingUpdate.MaxUnavailable = ptr(intstr.FromInt32(1))
-		}
-		if st.RollingUpdate.MaxSurge == nil {
-			st.RollingUpdate.MaxSurge = ptr(intstr.FromInt32(0))
-		}
+	if ru := rollingStrategy(&st.Type, appsv1.RollingUpdateDaemonSetStrategyType, &st.RollingUpdate); ru != nil {
+		rollingUpdateBudget(&ru.MaxUnavailable, &ru.MaxSurge, intstr.FromInt32(1), intstr.FromInt32(0))
 	}
 	if d.Spec.RevisionHistoryLimit == nil {
 		d.Spec.RevisionHistoryLimit = ptr(int32(10))
 	}
 	podTemplateSpec(&d.Spec.Template)
+}
+
+// rollingStrategy is the strategy defaulting Deployments and DaemonSets
+// share: an unset type becomes the rolling type, and a rolling update gets
+// its (empty) parameters allocated. It returns the parameters, or nil when
+// the strategy is of another type. (StatefulSets differ; see statefulSet.)
+func rollingStrategy[T ~string, R any](typ *T, rolling T, params **R) *R {
+	if *typ == "" {
+		*typ = rolling
+	}
+	if *typ != rolling {
+		return nil
+	}
+	if *params == nil {
+		*params = new(R)
+	}
+	return *params
+}
+
+// rollingUpdateBudget fills the unset maxUnavailable and maxSurge of a
+// Deployment or DaemonSet rolling update with the kind's defaults.
+func rollingUpdateBudget(maxUnavailable, maxSurge **intstr.IntOrString, defUnavailable, defSurge intstr.IntOrString) {
+	if *maxUnavailable == nil {
+		*maxUnavailable = ptr(defUnavailable)
+	}
+	if *maxSurge == nil {
+		*maxSurge = ptr(defSurge)
+	}
 }
 
 func job(j *batchv1.Job) {

@@ -146,37 +146,31 @@ func validateImmutable(newVal, oldVal any, fldPath *field.Path) field.ErrorList 
 	return nil
 }
 
-func validateDNS1123Label(v string, fldPath *field.Path) field.ErrorList {
+// invalidFor reports each message of an apimachinery string check of v as
+// an Invalid error at fldPath.
+func invalidFor(v string, msgs []string, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	for _, msg := range validation.IsDNS1123Label(v) {
+	for _, msg := range msgs {
 		errs = append(errs, field.Invalid(fldPath, v, msg))
 	}
 	return errs
+}
+
+func validateDNS1123Label(v string, fldPath *field.Path) field.ErrorList {
+	return invalidFor(v, validation.IsDNS1123Label(v), fldPath)
 }
 
 func validateDNS1123Subdomain(v string, fldPath *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	for _, msg := range validation.IsDNS1123Subdomain(v) {
-		errs = append(errs, field.Invalid(fldPath, v, msg))
-	}
-	return errs
+	return invalidFor(v, validation.IsDNS1123Subdomain(v), fldPath)
 }
 
 func validateQualifiedName(v string, fldPath *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	for _, msg := range validation.IsQualifiedName(v) {
-		errs = append(errs, field.Invalid(fldPath, v, msg))
-	}
-	return errs
+	return invalidFor(v, validation.IsQualifiedName(v), fldPath)
 }
 
 // validateName applies a resource name rule to a reference field.
 func validateName(v string, fn nameFunc, fldPath *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	for _, msg := range fn(v, false) {
-		errs = append(errs, field.Invalid(fldPath, v, msg))
-	}
-	return errs
+	return invalidFor(v, fn(v, false), fldPath)
 }
 
 func validateLabelSelector(sel *metav1.LabelSelector, fldPath *field.Path) field.ErrorList {

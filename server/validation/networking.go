@@ -17,22 +17,10 @@ func validateNetworkPolicy(np *networkingv1.NetworkPolicy) field.ErrorList {
 	spec := &np.Spec
 	allErrs = append(allErrs, validateLabelSelector(&spec.PodSelector, specPath.Child("podSelector"))...)
 	for i, rule := range spec.Ingress {
-		p := specPath.Child("ingress").Index(i)
-		for j := range rule.Ports {
-			allErrs = append(allErrs, validateNetworkPolicyPort(&rule.Ports[j], p.Child("ports").Index(j))...)
-		}
-		for j := range rule.From {
-			allErrs = append(allErrs, validateNetworkPolicyPeer(&rule.From[j], p.Child("from").Index(j))...)
-		}
+		allErrs = append(allErrs, validateNetworkPolicyRule(rule.Ports, rule.From, "from", specPath.Child("ingress").Index(i))...)
 	}
 	for i, rule := range spec.Egress {
-		p := specPath.Child("egress").Index(i)
-		for j := range rule.Ports {
-			allErrs = append(allErrs, validateNetworkPolicyPort(&rule.Ports[j], p.Child("ports").Index(j))...)
-		}
-		for j := range rule.To {
-			allErrs = append(allErrs, validateNetworkPolicyPeer(&rule.To[j], p.Child("to").Index(j))...)
-		}
+		allErrs = append(allErrs, validateNetworkPolicyRule(rule.Ports, rule.To, "to", specPath.Child("egress").Index(i))...)
 	}
 	types := []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}
 	if len(spec.PolicyTypes) > len(types) {
@@ -42,6 +30,19 @@ func validateNetworkPolicy(np *networkingv1.NetworkPolicy) field.ErrorList {
 		if t != networkingv1.PolicyTypeIngress && t != networkingv1.PolicyTypeEgress {
 			allErrs = append(allErrs, field.NotSupported(specPath.Child("policyTypes").Index(i), t, types))
 		}
+	}
+	return allErrs
+}
+
+// validateNetworkPolicyRule checks an ingress or egress rule: its ports and
+// its peers, listed under peersField ("from" or "to").
+func validateNetworkPolicyRule(ports []networkingv1.NetworkPolicyPort, peers []networkingv1.NetworkPolicyPeer, peersField string, p *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	for j := range ports {
+		allErrs = append(allErrs, validateNetworkPolicyPort(&ports[j], p.Child("ports").Index(j))...)
+	}
+	for j := range peers {
+		allErrs = append(allErrs, validateNetworkPolicyPeer(&peers[j], p.Child(peersField).Index(j))...)
 	}
 	return allErrs
 }

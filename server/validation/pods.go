@@ -384,24 +384,23 @@ func validatePodSpec(spec *corev1.PodSpec, fldPath *field.Path, ctx podSpecConte
 	return allErrs
 }
 
-func validateRestartPolicy(rp corev1.RestartPolicy, fldPath *field.Path) field.ErrorList {
-	if rp == "" {
+// validateRequiredEnum: v must be set and be one of supported.
+func validateRequiredEnum[T ~string](v T, supported []T, fldPath *field.Path) field.ErrorList {
+	if v == "" {
 		return field.ErrorList{field.Required(fldPath, "")}
 	}
-	if !slices.Contains(supportedRestartPolicies, rp) {
-		return field.ErrorList{field.NotSupported(fldPath, rp, supportedRestartPolicies)}
+	if !slices.Contains(supported, v) {
+		return field.ErrorList{field.NotSupported(fldPath, v, supported)}
 	}
 	return nil
 }
 
+func validateRestartPolicy(rp corev1.RestartPolicy, fldPath *field.Path) field.ErrorList {
+	return validateRequiredEnum(rp, supportedRestartPolicies, fldPath)
+}
+
 func validateDNSPolicy(p corev1.DNSPolicy, fldPath *field.Path) field.ErrorList {
-	if p == "" {
-		return field.ErrorList{field.Required(fldPath, "")}
-	}
-	if !slices.Contains(supportedDNSPolicies, p) {
-		return field.ErrorList{field.NotSupported(fldPath, p, supportedDNSPolicies)}
-	}
-	return nil
+	return validateRequiredEnum(p, supportedDNSPolicies, fldPath)
 }
 
 const (
@@ -455,11 +454,9 @@ func validateDNSConfig(c *corev1.PodDNSConfig, policy corev1.DNSPolicy, fldPath 
 func validateContainers(spec *corev1.PodSpec, vols map[string]corev1.VolumeSource, fldPath *field.Path, ctx podSpecContext) field.ErrorList {
 	var allErrs field.ErrorList
 	names := sets.New[string]()
-
-	initPath := fldPath.Child("initContainers")
-	for i := range spec.InitContainers {
-		c := &spec.InitContainers[i]
-		p := initPath.Index(i)
+	// checkContainer applies the per-container rules and keeps names unique
+	// across init, regular and ephemeral containers.
+	checkContainer := func(c *corev1.Container, p *field.Path) {
 		allErrs = append(allErrs, validateContainer(c, vols, p, ctx)...)
 		if c.Name != "" {
 			if names.Has(c.Name) {
@@ -467,6 +464,13 @@ func validateContainers(spec *corev1.PodSpec, vols map[string]corev1.VolumeSourc
 			}
 			names.Insert(c.Name)
 		}
+	}
+
+	initPath := fldPath.Child("initContainers")
+	for i := range spec.InitContainers {
+		c := &spec.InitContainers[i]
+		p := initPath.Index(i)
+		checkContainer(c, p)
 		sidecar := c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
 		if c.RestartPolicy != nil && !sidecar {
 			allErrs = append(allErrs, field.NotSupported(p.Child("restartPolicy"), *c.RestartPolicy, []corev1.ContainerRestartPolicy{corev1.ContainerRestartPolicyAlways}))
@@ -497,13 +501,7 @@ func validateContainers(spec *corev1.PodSpec, vols map[string]corev1.VolumeSourc
 	for i := range spec.Containers {
 		c := &spec.Containers[i]
 		p := ctrPath.Index(i)
-		allErrs = append(allErrs, validateContainer(c, vols, p, ctx)...)
-		if c.Name != "" {
-			if names.Has(c.Name) {
-				allErrs = append(allErrs, field.Duplicate(p.Child("name"), c.Name))
-			}
-			names.Insert(c.Name)
-		}
+		checkContainer(c, p)
 		if c.RestartPolicy != nil && !slices.Contains(supportedContainerRestartPolicies, *c.RestartPolicy) {
 			allErrs = append(allErrs, field.NotSupported(p.Child("restartPolicy"), *c.RestartPolicy, supportedContainerRestartPolicies))
 		}
@@ -514,13 +512,7 @@ func validateContainers(spec *corev1.PodSpec, vols map[string]corev1.VolumeSourc
 		ec := &spec.EphemeralContainers[i]
 		p := ephPath.Index(i)
 		c := (*corev1.Container)(&ec.EphemeralContainerCommon)
-		allErrs = append(allErrs, validateContainer(c, vols, p, ctx)...)
-		if c.Name != "" {
-			if names.Has(c.Name) {
-				allErrs = append(allErrs, field.Duplicate(p.Child("name"), c.Name))
-			}
-			names.Insert(c.Name)
-		}
+		checkContainer(c, p)
 		// Ephemeral containers are debugging shells: no ports, probes,
 		// lifecycle or resources.
 		if len(c.Ports) > 0 {
@@ -569,16 +561,8 @@ func validateContainer(c *corev1.Container, vols map[string]corev1.VolumeSource,
 		allErrs = append(allErrs, validateLifecycleHandler(c.Lifecycle.PostStart, p.Child("lifecycle", "postStart"))...)
 		allErrs = append(allErrs, validateLifecycleHandler(c.Lifecycle.PreStop, p.Child("lifecycle", "preStop"))...)
 	}
-	if c.TerminationMessagePolicy == "" {
-		allErrs = append(allErrs, field.Required(p.Child("terminationMessagePolicy"), ""))
-	} else if !slices.Contains(supportedTerminationMessagePolicies, c.TerminationMessagePolicy) {
-		allErrs = append(allErrs, field.NotSupported(p.Child("terminationMessagePolicy"), c.TerminationMessagePolicy, supportedTerminationMessagePolicies))
-	}
-	if c.ImagePullPolicy == "" {
-		allErrs = append(allErrs, field.Required(p.Child("imagePullPolicy"), ""))
-	} else if !slices.Contains(supportedPullPolicies, c.ImagePullPolicy) {
-		allErrs = append(allErrs, field.NotSupported(p.Child("imagePullPolicy"), c.ImagePullPolicy, supportedPullPolicies))
-	}
+	allErrs = append(allErrs, validateRequiredEnum(c.TerminationMessagePolicy, supportedTerminationMessagePolicies, p.Child("terminationMessagePolicy"))...)
+	allErrs = append(allErrs, validateRequiredEnum(c.ImagePullPolicy, supportedPullPolicies, p.Child("imagePullPolicy"))...)
 	allErrs = append(allErrs, validateSecurityContext(c.SecurityContext, p.Child("securityContext"))...)
 	allErrs = append(allErrs, validateResizePolicy(c.ResizePolicy, p.Child("resizePolicy"))...)
 	return allErrs
@@ -982,9 +966,8 @@ func validateResourceRequirements(r *corev1.ResourceRequirements, fldPath *field
 	var allErrs field.ErrorList
 	limPath, reqPath := fldPath.Child("limits"), fldPath.Child("requests")
 	hasCPUOrMemory, hasHugePages := false, false
-	for _, name := range sortedNames(r.Limits) {
-		q := r.Limits[name]
-		p := limPath.Key(string(name))
+	// checkEntry holds the rules for each limit and request entry.
+	checkEntry := func(name corev1.ResourceName, q resource.Quantity, p *field.Path) {
 		allErrs = append(allErrs, validateContainerResourceName(name, p)...)
 		allErrs = append(allErrs, validateResourceQuantityValue(name, q, p)...)
 		if isHugePages(name) {
@@ -994,11 +977,12 @@ func validateResourceRequirements(r *corev1.ResourceRequirements, fldPath *field
 			hasCPUOrMemory = true
 		}
 	}
+	for _, name := range sortedNames(r.Limits) {
+		checkEntry(name, r.Limits[name], limPath.Key(string(name)))
+	}
 	for _, name := range sortedNames(r.Requests) {
 		q := r.Requests[name]
-		p := reqPath.Key(string(name))
-		allErrs = append(allErrs, validateContainerResourceName(name, p)...)
-		allErrs = append(allErrs, validateResourceQuantityValue(name, q, p)...)
+		checkEntry(name, q, reqPath.Key(string(name)))
 		if lim, ok := r.Limits[name]; ok {
 			if q.Cmp(lim) != 0 && !isOvercommitAllowed(name) {
 				allErrs = append(allErrs, field.Invalid(reqPath, q.String(), fmt.Sprintf("must be equal to %s limit of %s", name, lim.String())))
@@ -1007,12 +991,6 @@ func validateResourceRequirements(r *corev1.ResourceRequirements, fldPath *field
 			}
 		} else if !isOvercommitAllowed(name) {
 			allErrs = append(allErrs, field.Required(limPath, "Limit must be set for non overcommitable resources"))
-		}
-		if isHugePages(name) {
-			hasHugePages = true
-		}
-		if name == corev1.ResourceCPU || name == corev1.ResourceMemory {
-			hasCPUOrMemory = true
 		}
 	}
 	if hasHugePages && !hasCPUOrMemory {
@@ -1081,36 +1059,38 @@ func validateProbe(pr *corev1.Probe, fldPath *field.Path, mustSucceedOnce bool) 
 	return allErrs
 }
 
-func validateProbeHandler(h *corev1.ProbeHandler, fldPath *field.Path) field.ErrorList {
+// handlerType is one of the mutually exclusive fields of a probe or
+// lifecycle handler: name is its JSON name, set whether it is given, and
+// validate checks its content at fldPath.Child(name).
+type handlerType struct {
+	name     string
+	set      bool
+	validate func(p *field.Path) field.ErrorList
+}
+
+// commonHandlerTypes are the handler fields probes and lifecycle hooks share.
+func commonHandlerTypes(exec *corev1.ExecAction, httpGet *corev1.HTTPGetAction, tcpSocket *corev1.TCPSocketAction) []handlerType {
+	return []handlerType{
+		{"exec", exec != nil, func(p *field.Path) field.ErrorList { return validateExecAction(exec, p) }},
+		{"httpGet", httpGet != nil, func(p *field.Path) field.ErrorList { return validateHTTPGetAction(httpGet, p) }},
+		{"tcpSocket", tcpSocket != nil, func(p *field.Path) field.ErrorList { return validatePortNumOrName(tcpSocket.Port, p.Child("port")) }},
+	}
+}
+
+// validateOneHandler enforces the one-of rule with upstream's messages: the
+// first handler given is validated, each later one is forbidden, and none
+// at all is required.
+func validateOneHandler(types []handlerType, fldPath *field.Path) field.ErrorList {
 	var allErrs field.ErrorList
 	n := 0
-	if h.Exec != nil {
-		n++
-		allErrs = append(allErrs, validateExecAction(h.Exec, fldPath.Child("exec"))...)
-	}
-	if h.HTTPGet != nil {
-		if n > 0 {
-			allErrs = append(allErrs, field.Forbidden(fldPath.Child("httpGet"), "may not specify more than 1 handler type"))
-		} else {
-			allErrs = append(allErrs, validateHTTPGetAction(h.HTTPGet, fldPath.Child("httpGet"))...)
+	for _, t := range types {
+		if !t.set {
+			continue
 		}
-		n++
-	}
-	if h.TCPSocket != nil {
 		if n > 0 {
-			allErrs = append(allErrs, field.Forbidden(fldPath.Child("tcpSocket"), "may not specify more than 1 handler type"))
+			allErrs = append(allErrs, field.Forbidden(fldPath.Child(t.name), "may not specify more than 1 handler type"))
 		} else {
-			allErrs = append(allErrs, validatePortNumOrName(h.TCPSocket.Port, fldPath.Child("tcpSocket", "port"))...)
-		}
-		n++
-	}
-	if h.GRPC != nil {
-		if n > 0 {
-			allErrs = append(allErrs, field.Forbidden(fldPath.Child("grpc"), "may not specify more than 1 handler type"))
-		} else {
-			for _, msg := range validation.IsValidPortNum(int(h.GRPC.Port)) {
-				allErrs = append(allErrs, field.Invalid(fldPath.Child("grpc", "port"), h.GRPC.Port, msg))
-			}
+			allErrs = append(allErrs, t.validate(fldPath.Child(t.name))...)
 		}
 		n++
 	}
@@ -1120,44 +1100,28 @@ func validateProbeHandler(h *corev1.ProbeHandler, fldPath *field.Path) field.Err
 	return allErrs
 }
 
+func validateProbeHandler(h *corev1.ProbeHandler, fldPath *field.Path) field.ErrorList {
+	grpc := handlerType{"grpc", h.GRPC != nil, func(p *field.Path) field.ErrorList {
+		var errs field.ErrorList
+		for _, msg := range validation.IsValidPortNum(int(h.GRPC.Port)) {
+			errs = append(errs, field.Invalid(p.Child("port"), h.GRPC.Port, msg))
+		}
+		return errs
+	}}
+	return validateOneHandler(append(commonHandlerTypes(h.Exec, h.HTTPGet, h.TCPSocket), grpc), fldPath)
+}
+
 func validateLifecycleHandler(h *corev1.LifecycleHandler, fldPath *field.Path) field.ErrorList {
 	if h == nil {
 		return nil
 	}
-	var allErrs field.ErrorList
-	n := 0
-	if h.Exec != nil {
-		n++
-		allErrs = append(allErrs, validateExecAction(h.Exec, fldPath.Child("exec"))...)
-	}
-	if h.HTTPGet != nil {
-		if n > 0 {
-			allErrs = append(allErrs, field.Forbidden(fldPath.Child("httpGet"), "may not specify more than 1 handler type"))
-		} else {
-			allErrs = append(allErrs, validateHTTPGetAction(h.HTTPGet, fldPath.Child("httpGet"))...)
+	sleep := handlerType{"sleep", h.Sleep != nil, func(p *field.Path) field.ErrorList {
+		if h.Sleep.Seconds < 0 {
+			return field.ErrorList{field.Invalid(p.Child("seconds"), h.Sleep.Seconds, isNegativeErrorMsg)}
 		}
-		n++
-	}
-	if h.TCPSocket != nil {
-		if n > 0 {
-			allErrs = append(allErrs, field.Forbidden(fldPath.Child("tcpSocket"), "may not specify more than 1 handler type"))
-		} else {
-			allErrs = append(allErrs, validatePortNumOrName(h.TCPSocket.Port, fldPath.Child("tcpSocket", "port"))...)
-		}
-		n++
-	}
-	if h.Sleep != nil {
-		if n > 0 {
-			allErrs = append(allErrs, field.Forbidden(fldPath.Child("sleep"), "may not specify more than 1 handler type"))
-		} else if h.Sleep.Seconds < 0 {
-			allErrs = append(allErrs, field.Invalid(fldPath.Child("sleep", "seconds"), h.Sleep.Seconds, isNegativeErrorMsg))
-		}
-		n++
-	}
-	if n == 0 {
-		allErrs = append(allErrs, field.Required(fldPath, "must specify a handler type"))
-	}
-	return allErrs
+		return nil
+	}}
+	return validateOneHandler(append(commonHandlerTypes(h.Exec, h.HTTPGet, h.TCPSocket), sleep), fldPath)
 }
 
 func validateExecAction(e *corev1.ExecAction, fldPath *field.Path) field.ErrorList {
@@ -1212,16 +1176,7 @@ func validatePodSecurityContext(sc *corev1.PodSecurityContext, fldPath *field.Pa
 			allErrs = append(allErrs, field.Invalid(fldPath.Child("fsGroup"), *sc.FSGroup, msg))
 		}
 	}
-	if sc.RunAsUser != nil {
-		for _, msg := range validation.IsValidUserID(*sc.RunAsUser) {
-			allErrs = append(allErrs, field.Invalid(fldPath.Child("runAsUser"), *sc.RunAsUser, msg))
-		}
-	}
-	if sc.RunAsGroup != nil {
-		for _, msg := range validation.IsValidGroupID(*sc.RunAsGroup) {
-			allErrs = append(allErrs, field.Invalid(fldPath.Child("runAsGroup"), *sc.RunAsGroup, msg))
-		}
-	}
+	allErrs = append(allErrs, validateRunAsIDs(sc.RunAsUser, sc.RunAsGroup, fldPath)...)
 	for i, g := range sc.SupplementalGroups {
 		for _, msg := range validation.IsValidGroupID(g) {
 			allErrs = append(allErrs, field.Invalid(fldPath.Child("supplementalGroups").Index(i), g, msg))
@@ -1247,16 +1202,7 @@ func validateSecurityContext(sc *corev1.SecurityContext, fldPath *field.Path) fi
 		return nil
 	}
 	var allErrs field.ErrorList
-	if sc.RunAsUser != nil {
-		for _, msg := range validation.IsValidUserID(*sc.RunAsUser) {
-			allErrs = append(allErrs, field.Invalid(fldPath.Child("runAsUser"), *sc.RunAsUser, msg))
-		}
-	}
-	if sc.RunAsGroup != nil {
-		for _, msg := range validation.IsValidGroupID(*sc.RunAsGroup) {
-			allErrs = append(allErrs, field.Invalid(fldPath.Child("runAsGroup"), *sc.RunAsGroup, msg))
-		}
-	}
+	allErrs = append(allErrs, validateRunAsIDs(sc.RunAsUser, sc.RunAsGroup, fldPath)...)
 	if sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation {
 		if sc.Privileged != nil && *sc.Privileged {
 			allErrs = append(allErrs, field.Invalid(fldPath, sc, "cannot set `allowPrivilegeEscalation` to false and `privileged` to true"))
@@ -1272,6 +1218,23 @@ func validateSecurityContext(sc *corev1.SecurityContext, fldPath *field.Path) fi
 	}
 	allErrs = append(allErrs, validateSeccompProfile(sc.SeccompProfile, fldPath.Child("seccompProfile"))...)
 	return allErrs
+}
+
+// validateRunAsIDs checks the runAsUser and runAsGroup of a pod or
+// container security context.
+func validateRunAsIDs(user, group *int64, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if user != nil {
+		for _, msg := range validation.IsValidUserID(*user) {
+			errs = append(errs, field.Invalid(fldPath.Child("runAsUser"), *user, msg))
+		}
+	}
+	if group != nil {
+		for _, msg := range validation.IsValidGroupID(*group) {
+			errs = append(errs, field.Invalid(fldPath.Child("runAsGroup"), *group, msg))
+		}
+	}
+	return errs
 }
 
 func validateSeccompProfile(sp *corev1.SeccompProfile, fldPath *field.Path) field.ErrorList {
@@ -1374,14 +1337,12 @@ func validateAffinity(a *corev1.Affinity, fldPath *field.Path) field.ErrorList {
 		}
 	}
 	if pa := a.PodAffinity; pa != nil {
-		p := fldPath.Child("podAffinity")
-		allErrs = append(allErrs, validatePodAffinityTerms(pa.RequiredDuringSchedulingIgnoredDuringExecution, p.Child("requiredDuringSchedulingIgnoredDuringExecution"))...)
-		allErrs = append(allErrs, validateWeightedPodAffinityTerms(pa.PreferredDuringSchedulingIgnoredDuringExecution, p.Child("preferredDuringSchedulingIgnoredDuringExecution"))...)
+		allErrs = append(allErrs, validatePodAffinityRules(pa.RequiredDuringSchedulingIgnoredDuringExecution,
+			pa.PreferredDuringSchedulingIgnoredDuringExecution, fldPath.Child("podAffinity"))...)
 	}
 	if pa := a.PodAntiAffinity; pa != nil {
-		p := fldPath.Child("podAntiAffinity")
-		allErrs = append(allErrs, validatePodAffinityTerms(pa.RequiredDuringSchedulingIgnoredDuringExecution, p.Child("requiredDuringSchedulingIgnoredDuringExecution"))...)
-		allErrs = append(allErrs, validateWeightedPodAffinityTerms(pa.PreferredDuringSchedulingIgnoredDuringExecution, p.Child("preferredDuringSchedulingIgnoredDuringExecution"))...)
+		allErrs = append(allErrs, validatePodAffinityRules(pa.RequiredDuringSchedulingIgnoredDuringExecution,
+			pa.PreferredDuringSchedulingIgnoredDuringExecution, fldPath.Child("podAntiAffinity"))...)
 	}
 	return allErrs
 }
@@ -1447,6 +1408,13 @@ func validateNodeSelectorRequirement(r corev1.NodeSelectorRequirement, fldPath *
 	}
 	allErrs = append(allErrs, metav1validation.ValidateLabelName(r.Key, fldPath.Child("key"))...)
 	return allErrs
+}
+
+// validatePodAffinityRules checks the terms of a podAffinity or
+// podAntiAffinity.
+func validatePodAffinityRules(required []corev1.PodAffinityTerm, preferred []corev1.WeightedPodAffinityTerm, fldPath *field.Path) field.ErrorList {
+	allErrs := validatePodAffinityTerms(required, fldPath.Child("requiredDuringSchedulingIgnoredDuringExecution"))
+	return append(allErrs, validateWeightedPodAffinityTerms(preferred, fldPath.Child("preferredDuringSchedulingIgnoredDuringExecution"))...)
 }
 
 func validatePodAffinityTerms(terms []corev1.PodAffinityTerm, fldPath *field.Path) field.ErrorList {

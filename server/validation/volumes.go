@@ -93,20 +93,10 @@ func validateVolumeSource(src *corev1.VolumeSource, fldPath *field.Path) field.E
 		}
 	}
 	if s := src.Secret; s != nil {
-		p := fldPath.Child("secret")
-		if s.SecretName == "" {
-			allErrs = append(allErrs, field.Required(p.Child("secretName"), ""))
-		}
-		allErrs = append(allErrs, validateFileMode(s.DefaultMode, p.Child("defaultMode"))...)
-		allErrs = append(allErrs, validateKeyToPaths(s.Items, p.Child("items"))...)
+		allErrs = append(allErrs, validateKeyToPathSource(s.SecretName, "secretName", s.DefaultMode, s.Items, fldPath.Child("secret"))...)
 	}
 	if s := src.ConfigMap; s != nil {
-		p := fldPath.Child("configMap")
-		if s.Name == "" {
-			allErrs = append(allErrs, field.Required(p.Child("name"), ""))
-		}
-		allErrs = append(allErrs, validateFileMode(s.DefaultMode, p.Child("defaultMode"))...)
-		allErrs = append(allErrs, validateKeyToPaths(s.Items, p.Child("items"))...)
+		allErrs = append(allErrs, validateKeyToPathSource(s.Name, "name", s.DefaultMode, s.Items, fldPath.Child("configMap"))...)
 	}
 	if s := src.PersistentVolumeClaim; s != nil && s.ClaimName == "" {
 		allErrs = append(allErrs, field.Required(fldPath.Child("persistentVolumeClaim", "claimName"), ""))
@@ -120,15 +110,7 @@ func validateVolumeSource(src *corev1.VolumeSource, fldPath *field.Path) field.E
 		allErrs = append(allErrs, validateProjected(s, fldPath.Child("projected"))...)
 	}
 	if s := src.NFS; s != nil {
-		p := fldPath.Child("nfs")
-		if s.Server == "" {
-			allErrs = append(allErrs, field.Required(p.Child("server"), ""))
-		}
-		if s.Path == "" {
-			allErrs = append(allErrs, field.Required(p.Child("path"), ""))
-		} else if !path.IsAbs(s.Path) {
-			allErrs = append(allErrs, field.Invalid(p.Child("path"), s.Path, "must be an absolute path"))
-		}
+		allErrs = append(allErrs, validateNFS(s, fldPath.Child("nfs"))...)
 	}
 	if s := src.CSI; s != nil && s.Driver == "" {
 		allErrs = append(allErrs, field.Required(fldPath.Child("csi", "driver"), ""))
@@ -151,6 +133,31 @@ func validateVolumeSource(src *corev1.VolumeSource, fldPath *field.Path) field.E
 		}
 	}
 	return allErrs
+}
+
+// validateKeyToPathSource checks a Secret or ConfigMap volume source: the
+// referenced object's name (at nameField) is required, and the file modes
+// and item paths must be valid.
+func validateKeyToPathSource(name, nameField string, defaultMode *int32, items []corev1.KeyToPath, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if name == "" {
+		errs = append(errs, field.Required(fldPath.Child(nameField), ""))
+	}
+	errs = append(errs, validateFileMode(defaultMode, fldPath.Child("defaultMode"))...)
+	return append(errs, validateKeyToPaths(items, fldPath.Child("items"))...)
+}
+
+func validateNFS(s *corev1.NFSVolumeSource, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if s.Server == "" {
+		errs = append(errs, field.Required(fldPath.Child("server"), ""))
+	}
+	if s.Path == "" {
+		errs = append(errs, field.Required(fldPath.Child("path"), ""))
+	} else if !path.IsAbs(s.Path) {
+		errs = append(errs, field.Invalid(fldPath.Child("path"), s.Path, "must be an absolute path"))
+	}
+	return errs
 }
 
 func validateHostPath(s *corev1.HostPathVolumeSource, fldPath *field.Path) field.ErrorList {
@@ -233,6 +240,14 @@ func validateProjected(s *corev1.ProjectedVolumeSource, fldPath *field.Path) fie
 		}
 		paths.Insert(pth)
 	}
+	// Projected Secret and ConfigMap sources carry no defaultMode of their
+	// own; their item paths join the others.
+	keyToPaths := func(name string, items []corev1.KeyToPath, sp *field.Path) {
+		errs = append(errs, validateKeyToPathSource(name, "name", nil, items, sp)...)
+		for j, it := range items {
+			addPath(it.Path, sp.Child("items").Index(j).Child("path"))
+		}
+	}
 	for i, src := range s.Sources {
 		p := fldPath.Child("sources").Index(i)
 		n := len(countSources(&src))
@@ -242,22 +257,10 @@ func validateProjected(s *corev1.ProjectedVolumeSource, fldPath *field.Path) fie
 			errs = append(errs, field.Forbidden(p, "may not specify more than 1 volume type per source"))
 		}
 		if src.Secret != nil {
-			if src.Secret.Name == "" {
-				errs = append(errs, field.Required(p.Child("secret", "name"), ""))
-			}
-			errs = append(errs, validateKeyToPaths(src.Secret.Items, p.Child("secret", "items"))...)
-			for j, it := range src.Secret.Items {
-				addPath(it.Path, p.Child("secret", "items").Index(j).Child("path"))
-			}
+			keyToPaths(src.Secret.Name, src.Secret.Items, p.Child("secret"))
 		}
 		if src.ConfigMap != nil {
-			if src.ConfigMap.Name == "" {
-				errs = append(errs, field.Required(p.Child("configMap", "name"), ""))
-			}
-			errs = append(errs, validateKeyToPaths(src.ConfigMap.Items, p.Child("configMap", "items"))...)
-			for j, it := range src.ConfigMap.Items {
-				addPath(it.Path, p.Child("configMap", "items").Index(j).Child("path"))
-			}
+			keyToPaths(src.ConfigMap.Name, src.ConfigMap.Items, p.Child("configMap"))
 		}
 		if src.DownwardAPI != nil {
 			errs = append(errs, validateDownwardAPIFiles(src.DownwardAPI.Items, p.Child("downwardAPI", "items"))...)
@@ -305,15 +308,7 @@ func validatePVSource(src *corev1.PersistentVolumeSource, fldPath *field.Path) f
 		allErrs = append(allErrs, validateHostPath(s, fldPath.Child("hostPath"))...)
 	}
 	if s := src.NFS; s != nil {
-		p := fldPath.Child("nfs")
-		if s.Server == "" {
-			allErrs = append(allErrs, field.Required(p.Child("server"), ""))
-		}
-		if s.Path == "" {
-			allErrs = append(allErrs, field.Required(p.Child("path"), ""))
-		} else if !path.IsAbs(s.Path) {
-			allErrs = append(allErrs, field.Invalid(p.Child("path"), s.Path, "must be an absolute path"))
-		}
+		allErrs = append(allErrs, validateNFS(s, fldPath.Child("nfs"))...)
 	}
 	if s := src.Local; s != nil {
 		p := fldPath.Child("local")

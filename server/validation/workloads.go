@@ -47,12 +47,22 @@ func validateSelectorMatchesTemplate(sel *metav1.LabelSelector, t *corev1.PodTem
 	return nil
 }
 
-// validateLongRunningTemplate holds the template rules shared by
-// controllers that keep pods running forever (Deployment, ReplicaSet,
-// StatefulSet, DaemonSet, ReplicationController): restartPolicy must be
-// Always and activeDeadlineSeconds must be unset.
-func validateLongRunningTemplate(t *corev1.PodTemplateSpec, kind string, templatePath *field.Path) field.ErrorList {
-	var errs field.ErrorList
+// validateControllerSelector holds the selector rules shared by the apps/v1
+// controllers (Deployment, ReplicaSet, StatefulSet, DaemonSet): spec.selector
+// is required and non-empty (kind is used in upstream's message), and the
+// template's labels must match it.
+func validateControllerSelector(sel *metav1.LabelSelector, t *corev1.PodTemplateSpec, kind string, fldPath *field.Path) field.ErrorList {
+	errs := validateSelectorRequired(sel, kind, fldPath.Child("selector"))
+	return append(errs, validateSelectorMatchesTemplate(sel, t, fldPath.Child("template"))...)
+}
+
+// validateLongRunningTemplate validates the pod template of a controller
+// that keeps pods running forever (Deployment, ReplicaSet, StatefulSet,
+// DaemonSet, ReplicationController): a valid pod template whose
+// restartPolicy is Always and whose activeDeadlineSeconds is unset. kind is
+// used in upstream's message.
+func validateLongRunningTemplate(t *corev1.PodTemplateSpec, kind string, templatePath *field.Path, ctx podSpecContext) field.ErrorList {
+	errs := validatePodTemplateSpec(t, templatePath, ctx)
 	if t.Spec.RestartPolicy != corev1.RestartPolicyAlways {
 		errs = append(errs, field.NotSupported(templatePath.Child("spec", "restartPolicy"), t.Spec.RestartPolicy, []corev1.RestartPolicy{corev1.RestartPolicyAlways}))
 	}
@@ -70,11 +80,8 @@ func validateDeployment(d *appsv1.Deployment) field.ErrorList {
 
 func validateDeploymentSpec(spec *appsv1.DeploymentSpec, fldPath *field.Path) field.ErrorList {
 	allErrs := validateNonnegativePtr(spec.Replicas, fldPath.Child("replicas"))
-	allErrs = append(allErrs, validateSelectorRequired(spec.Selector, "deployment", fldPath.Child("selector"))...)
-	tp := fldPath.Child("template")
-	allErrs = append(allErrs, validateSelectorMatchesTemplate(spec.Selector, &spec.Template, tp)...)
-	allErrs = append(allErrs, validatePodTemplateSpec(&spec.Template, tp, podSpecContext{})...)
-	allErrs = append(allErrs, validateLongRunningTemplate(&spec.Template, "ReplicaSet", tp)...)
+	allErrs = append(allErrs, validateControllerSelector(spec.Selector, &spec.Template, "deployment", fldPath)...)
+	allErrs = append(allErrs, validateLongRunningTemplate(&spec.Template, "ReplicaSet", fldPath.Child("template"), podSpecContext{})...)
 	allErrs = append(allErrs, validateDeploymentStrategy(&spec.Strategy, fldPath.Child("strategy"))...)
 	allErrs = append(allErrs, validateNonnegative(int64(spec.MinReadySeconds), fldPath.Child("minReadySeconds"))...)
 	allErrs = append(allErrs, validateNonnegativePtr(spec.RevisionHistoryLimit, fldPath.Child("revisionHistoryLimit"))...)
@@ -116,13 +123,18 @@ func validateDeploymentStrategy(s *appsv1.DeploymentStrategy, fldPath *field.Pat
 	return nil
 }
 
-// validateDeploymentUpdate: in apps/v1 the selector is immutable, since
-// changing it would orphan the existing ReplicaSets.
+// validateControllerUpdate holds the update rules shared by Deployment,
+// ReplicaSet and DaemonSet: the metadata update rules, the new spec's own
+// errors (specErrs), and an immutable spec.selector: in apps/v1 changing it
+// would orphan the existing pods (or a Deployment's ReplicaSets).
+func validateControllerUpdate(newMeta, oldMeta *metav1.ObjectMeta, specErrs field.ErrorList, newSel, oldSel *metav1.LabelSelector) field.ErrorList {
+	allErrs := validateObjectMetaUpdate(newMeta, oldMeta)
+	allErrs = append(allErrs, specErrs...)
+	return append(allErrs, validateImmutable(newSel, oldSel, specPath.Child("selector"))...)
+}
+
 func validateDeploymentUpdate(newD, oldD *appsv1.Deployment) field.ErrorList {
-	allErrs := validateObjectMetaUpdate(&newD.ObjectMeta, &oldD.ObjectMeta)
-	allErrs = append(allErrs, validateDeploymentSpec(&newD.Spec, specPath)...)
-	allErrs = append(allErrs, validateImmutable(newD.Spec.Selector, oldD.Spec.Selector, specPath.Child("selector"))...)
-	return allErrs
+	return validateControllerUpdate(&newD.ObjectMeta, &oldD.ObjectMeta, validateDeploymentSpec(&newD.Spec, specPath), newD.Spec.Selector, oldD.Spec.Selector)
 }
 
 func validateDeploymentStatus(s *appsv1.DeploymentStatus) field.ErrorList {
@@ -135,20 +147,31 @@ func validateDeploymentStatus(s *appsv1.DeploymentStatus) field.ErrorList {
 	allErrs = append(allErrs, validateNonnegative(int64(s.UnavailableReplicas), p.Child("unavailableReplicas"))...)
 	allErrs = append(allErrs, validateNonnegativePtr(s.TerminatingReplicas, p.Child("terminatingReplicas"))...)
 	allErrs = append(allErrs, validateNonnegativePtr(s.CollisionCount, p.Child("collisionCount"))...)
-	msg := "cannot be greater than status.replicas"
-	if s.UpdatedReplicas > s.Replicas {
-		allErrs = append(allErrs, field.Invalid(p.Child("updatedReplicas"), s.UpdatedReplicas, msg))
+	return append(allErrs, validateReplicaCountBounds(s.Replicas, s.ReadyReplicas, s.AvailableReplicas, "cannot be greater than readyReplicas",
+		replicaCount{"updatedReplicas", s.UpdatedReplicas}, replicaCount{"readyReplicas", s.ReadyReplicas}, replicaCount{"availableReplicas", s.AvailableReplicas})...)
+}
+
+// replicaCount is a named status counter bounded by status.replicas.
+type replicaCount struct {
+	name string
+	v    int32
+}
+
+// validateReplicaCountBounds holds the status rules shared by the replicated
+// controllers: no counter may exceed status.replicas, and
+// status.availableReplicas may not exceed status.readyReplicas (readyMsg is
+// upstream's wording for that, which differs between kinds).
+func validateReplicaCountBounds(replicas, ready, available int32, readyMsg string, counts ...replicaCount) field.ErrorList {
+	var errs field.ErrorList
+	for _, c := range counts {
+		if c.v > replicas {
+			errs = append(errs, field.Invalid(statusPath.Child(c.name), c.v, "cannot be greater than status.replicas"))
+		}
 	}
-	if s.ReadyReplicas > s.Replicas {
-		allErrs = append(allErrs, field.Invalid(p.Child("readyReplicas"), s.ReadyReplicas, msg))
+	if available > ready {
+		errs = append(errs, field.Invalid(statusPath.Child("availableReplicas"), available, readyMsg))
 	}
-	if s.AvailableReplicas > s.Replicas {
-		allErrs = append(allErrs, field.Invalid(p.Child("availableReplicas"), s.AvailableReplicas, msg))
-	}
-	if s.AvailableReplicas > s.ReadyReplicas {
-		allErrs = append(allErrs, field.Invalid(p.Child("availableReplicas"), s.AvailableReplicas, "cannot be greater than readyReplicas"))
-	}
-	return allErrs
+	return errs
 }
 
 func validateReplicaSet(rs *appsv1.ReplicaSet) field.ErrorList {
@@ -160,42 +183,30 @@ func validateReplicaSetSpec(spec *appsv1.ReplicaSetSpec) field.ErrorList {
 	allErrs := validateNonnegativePtr(spec.Replicas, specPath.Child("replicas"))
 	allErrs = append(allErrs, validateNonnegative(int64(spec.MinReadySeconds), specPath.Child("minReadySeconds"))...)
 	// Upstream reuses the Deployment wording here.
-	allErrs = append(allErrs, validateSelectorRequired(spec.Selector, "deployment", specPath.Child("selector"))...)
-	tp := specPath.Child("template")
-	allErrs = append(allErrs, validateSelectorMatchesTemplate(spec.Selector, &spec.Template, tp)...)
-	allErrs = append(allErrs, validatePodTemplateSpec(&spec.Template, tp, podSpecContext{})...)
-	allErrs = append(allErrs, validateLongRunningTemplate(&spec.Template, "ReplicaSet", tp)...)
+	allErrs = append(allErrs, validateControllerSelector(spec.Selector, &spec.Template, "deployment", specPath)...)
+	allErrs = append(allErrs, validateLongRunningTemplate(&spec.Template, "ReplicaSet", specPath.Child("template"), podSpecContext{})...)
 	return allErrs
 }
 
 func validateReplicaSetUpdate(newRS, oldRS *appsv1.ReplicaSet) field.ErrorList {
-	allErrs := validateObjectMetaUpdate(&newRS.ObjectMeta, &oldRS.ObjectMeta)
-	allErrs = append(allErrs, validateReplicaSetSpec(&newRS.Spec)...)
-	allErrs = append(allErrs, validateImmutable(newRS.Spec.Selector, oldRS.Spec.Selector, specPath.Child("selector"))...)
-	return allErrs
+	return validateControllerUpdate(&newRS.ObjectMeta, &oldRS.ObjectMeta, validateReplicaSetSpec(&newRS.Spec), newRS.Spec.Selector, oldRS.Spec.Selector)
+}
+
+// validateReplicaSetCounters: the status counters a ReplicaSet shares with
+// a ReplicationController may not be negative.
+func validateReplicaSetCounters(replicas, fullyLabeled, ready, available int32, observedGeneration int64) field.ErrorList {
+	p := statusPath
+	allErrs := validateNonnegative(int64(replicas), p.Child("replicas"))
+	allErrs = append(allErrs, validateNonnegative(int64(fullyLabeled), p.Child("fullyLabeledReplicas"))...)
+	allErrs = append(allErrs, validateNonnegative(int64(ready), p.Child("readyReplicas"))...)
+	allErrs = append(allErrs, validateNonnegative(int64(available), p.Child("availableReplicas"))...)
+	return append(allErrs, validateNonnegative(observedGeneration, p.Child("observedGeneration"))...)
 }
 
 func validateReplicaSetStatus(s *appsv1.ReplicaSetStatus) field.ErrorList {
-	p := statusPath
-	allErrs := validateNonnegative(int64(s.Replicas), p.Child("replicas"))
-	allErrs = append(allErrs, validateNonnegative(int64(s.FullyLabeledReplicas), p.Child("fullyLabeledReplicas"))...)
-	allErrs = append(allErrs, validateNonnegative(int64(s.ReadyReplicas), p.Child("readyReplicas"))...)
-	allErrs = append(allErrs, validateNonnegative(int64(s.AvailableReplicas), p.Child("availableReplicas"))...)
-	allErrs = append(allErrs, validateNonnegative(s.ObservedGeneration, p.Child("observedGeneration"))...)
-	msg := "cannot be greater than status.replicas"
-	if s.FullyLabeledReplicas > s.Replicas {
-		allErrs = append(allErrs, field.Invalid(p.Child("fullyLabeledReplicas"), s.FullyLabeledReplicas, msg))
-	}
-	if s.ReadyReplicas > s.Replicas {
-		allErrs = append(allErrs, field.Invalid(p.Child("readyReplicas"), s.ReadyReplicas, msg))
-	}
-	if s.AvailableReplicas > s.Replicas {
-		allErrs = append(allErrs, field.Invalid(p.Child("availableReplicas"), s.AvailableReplicas, msg))
-	}
-	if s.AvailableReplicas > s.ReadyReplicas {
-		allErrs = append(allErrs, field.Invalid(p.Child("availableReplicas"), s.AvailableReplicas, "cannot be greater than readyReplicas"))
-	}
-	return allErrs
+	allErrs := validateReplicaSetCounters(s.Replicas, s.FullyLabeledReplicas, s.ReadyReplicas, s.AvailableReplicas, s.ObservedGeneration)
+	return append(allErrs, validateReplicaCountBounds(s.Replicas, s.ReadyReplicas, s.AvailableReplicas, "cannot be greater than readyReplicas",
+		replicaCount{"fullyLabeledReplicas", s.FullyLabeledReplicas}, replicaCount{"readyReplicas", s.ReadyReplicas}, replicaCount{"availableReplicas", s.AvailableReplicas})...)
 }
 
 func validateStatefulSet(s *appsv1.StatefulSet) field.ErrorList {
@@ -264,9 +275,7 @@ func validateStatefulSetSpec(spec *appsv1.StatefulSetSpec) field.ErrorList {
 		// Pods get <name>.<serviceName> DNS names, so it must be a Service name.
 		allErrs = append(allErrs, validateName(spec.ServiceName, nameIsDNS1035Label, specPath.Child("serviceName"))...)
 	}
-	allErrs = append(allErrs, validateSelectorRequired(spec.Selector, "statefulset", specPath.Child("selector"))...)
-	tp := specPath.Child("template")
-	allErrs = append(allErrs, validateSelectorMatchesTemplate(spec.Selector, &spec.Template, tp)...)
+	allErrs = append(allErrs, validateControllerSelector(spec.Selector, &spec.Template, "statefulset", specPath)...)
 
 	// Upstream leaves the StatefulSet pod spec largely unchecked (pods then
 	// fail at creation); kelp validates it, counting volumeClaimTemplates
@@ -283,8 +292,7 @@ func validateStatefulSetSpec(spec *appsv1.StatefulSetSpec) field.ErrorList {
 		allErrs = append(allErrs, validatePVCSpec(&vct.Spec, p.Child("spec"))...)
 		claimNames = append(claimNames, vct.Name)
 	}
-	allErrs = append(allErrs, validatePodTemplateSpec(&spec.Template, tp, podSpecContext{extraVolumes: claimNames})...)
-	allErrs = append(allErrs, validateLongRunningTemplate(&spec.Template, "StatefulSet", tp)...)
+	allErrs = append(allErrs, validateLongRunningTemplate(&spec.Template, "StatefulSet", specPath.Child("template"), podSpecContext{extraVolumes: claimNames})...)
 	return allErrs
 }
 
@@ -312,19 +320,9 @@ func validateStatefulSetStatus(s *appsv1.StatefulSetStatus) field.ErrorList {
 	allErrs = append(allErrs, validateNonnegative(int64(s.AvailableReplicas), p.Child("availableReplicas"))...)
 	allErrs = append(allErrs, validateNonnegative(s.ObservedGeneration, p.Child("observedGeneration"))...)
 	allErrs = append(allErrs, validateNonnegativePtr(s.CollisionCount, p.Child("collisionCount"))...)
-	msg := "cannot be greater than status.replicas"
-	for _, f := range []struct {
-		name string
-		v    int32
-	}{{"readyReplicas", s.ReadyReplicas}, {"currentReplicas", s.CurrentReplicas}, {"updatedReplicas", s.UpdatedReplicas}, {"availableReplicas", s.AvailableReplicas}} {
-		if f.v > s.Replicas {
-			allErrs = append(allErrs, field.Invalid(p.Child(f.name), f.v, msg))
-		}
-	}
-	if s.AvailableReplicas > s.ReadyReplicas {
-		allErrs = append(allErrs, field.Invalid(p.Child("availableReplicas"), s.AvailableReplicas, "cannot be greater than status.readyReplicas"))
-	}
-	return allErrs
+	return append(allErrs, validateReplicaCountBounds(s.Replicas, s.ReadyReplicas, s.AvailableReplicas, "cannot be greater than status.readyReplicas",
+		replicaCount{"readyReplicas", s.ReadyReplicas}, replicaCount{"currentReplicas", s.CurrentReplicas},
+		replicaCount{"updatedReplicas", s.UpdatedReplicas}, replicaCount{"availableReplicas", s.AvailableReplicas})...)
 }
 
 func validateDaemonSet(d *appsv1.DaemonSet) field.ErrorList {
@@ -333,11 +331,8 @@ func validateDaemonSet(d *appsv1.DaemonSet) field.ErrorList {
 }
 
 func validateDaemonSetSpec(spec *appsv1.DaemonSetSpec) field.ErrorList {
-	allErrs := validateSelectorRequired(spec.Selector, "daemonset", specPath.Child("selector"))
-	tp := specPath.Child("template")
-	allErrs = append(allErrs, validateSelectorMatchesTemplate(spec.Selector, &spec.Template, tp)...)
-	allErrs = append(allErrs, validatePodTemplateSpec(&spec.Template, tp, podSpecContext{})...)
-	allErrs = append(allErrs, validateLongRunningTemplate(&spec.Template, "DaemonSet", tp)...)
+	allErrs := validateControllerSelector(spec.Selector, &spec.Template, "daemonset", specPath)
+	allErrs = append(allErrs, validateLongRunningTemplate(&spec.Template, "DaemonSet", specPath.Child("template"), podSpecContext{})...)
 	allErrs = append(allErrs, validateNonnegative(int64(spec.MinReadySeconds), specPath.Child("minReadySeconds"))...)
 	allErrs = append(allErrs, validateNonnegativePtr(spec.RevisionHistoryLimit, specPath.Child("revisionHistoryLimit"))...)
 
@@ -373,10 +368,7 @@ func validateDaemonSetSpec(spec *appsv1.DaemonSetSpec) field.ErrorList {
 }
 
 func validateDaemonSetUpdate(newD, oldD *appsv1.DaemonSet) field.ErrorList {
-	allErrs := validateObjectMetaUpdate(&newD.ObjectMeta, &oldD.ObjectMeta)
-	allErrs = append(allErrs, validateDaemonSetSpec(&newD.Spec)...)
-	allErrs = append(allErrs, validateImmutable(newD.Spec.Selector, oldD.Spec.Selector, specPath.Child("selector"))...)
-	return allErrs
+	return validateControllerUpdate(&newD.ObjectMeta, &oldD.ObjectMeta, validateDaemonSetSpec(&newD.Spec), newD.Spec.Selector, oldD.Spec.Selector)
 }
 
 func validateDaemonSetStatus(s *appsv1.DaemonSetStatus) field.ErrorList {
@@ -414,19 +406,12 @@ func validateReplicationControllerSpec(spec *corev1.ReplicationControllerSpec) f
 	if len(spec.Selector) > 0 && !labels.SelectorFromSet(spec.Selector).Matches(labels.Set(spec.Template.Labels)) {
 		allErrs = append(allErrs, field.Invalid(tp.Child("metadata", "labels"), spec.Template.Labels, selectorMismatchMsg))
 	}
-	allErrs = append(allErrs, validatePodTemplateSpec(spec.Template, tp, podSpecContext{})...)
-	allErrs = append(allErrs, validateLongRunningTemplate(spec.Template, "ReplicationController", tp)...)
+	allErrs = append(allErrs, validateLongRunningTemplate(spec.Template, "ReplicationController", tp, podSpecContext{})...)
 	return allErrs
 }
 
 func validateReplicationControllerStatus(s *corev1.ReplicationControllerStatus) field.ErrorList {
-	p := statusPath
-	allErrs := validateNonnegative(int64(s.Replicas), p.Child("replicas"))
-	allErrs = append(allErrs, validateNonnegative(int64(s.FullyLabeledReplicas), p.Child("fullyLabeledReplicas"))...)
-	allErrs = append(allErrs, validateNonnegative(int64(s.ReadyReplicas), p.Child("readyReplicas"))...)
-	allErrs = append(allErrs, validateNonnegative(int64(s.AvailableReplicas), p.Child("availableReplicas"))...)
-	allErrs = append(allErrs, validateNonnegative(s.ObservedGeneration, p.Child("observedGeneration"))...)
-	return allErrs
+	return validateReplicaSetCounters(s.Replicas, s.FullyLabeledReplicas, s.ReadyReplicas, s.AvailableReplicas, s.ObservedGeneration)
 }
 
 func validatePodTemplate(pt *corev1.PodTemplate) field.ErrorList {
