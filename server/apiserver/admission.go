@@ -8,6 +8,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kelp-project/kelp/server/storage"
 )
 
 // Attributes describe a write for admission.
@@ -82,13 +84,21 @@ func (n namespaceLifecycle) Validate(ctx context.Context, a *Attributes) error {
 	if a.Operation != "CREATE" || a.Namespace == "" {
 		return nil
 	}
-	nsr := n.s.resources[schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}]
-	obj, err := nsr.store.Get(ctx, nsr.store.Key("", a.Namespace))
-	if apierrors.IsNotFound(err) {
-		return apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, a.Namespace)
-	}
-	if err != nil {
-		return err
+	// The watch cache answers almost every time; a namespace created a
+	// moment ago may not be there yet, so a miss asks etcd, as upstream's
+	// plugin does with its informer and a live lookup.
+	nsr := n.s.resources[schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}].store.(*storage.Store)
+	key := nsr.Key("", a.Namespace)
+	obj, ok := nsr.Cached(key)
+	if !ok {
+		var err error
+		obj, err = nsr.Get(ctx, key)
+		if apierrors.IsNotFound(err) {
+			return apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, a.Namespace)
+		}
+		if err != nil {
+			return err
+		}
 	}
 	if ns := obj.(*corev1.Namespace); ns.Status.Phase == corev1.NamespaceTerminating || ns.DeletionTimestamp != nil {
 		// Events are still accepted so controllers can report the cleanup.

@@ -85,7 +85,20 @@ func applyPatch(w http.ResponseWriter, r *http.Request, sv *served, pt types.Pat
 // document. schema is the Go type strategic merge patch reads its merge
 // keys from. Errors are Status errors: malformed patches are 400, patches
 // that cannot apply are 422.
-func PatchJSON(pt types.PatchType, original, patch []byte, schemaObj runtime.Object) ([]byte, error) {
+func PatchJSON(pt types.PatchType, original, patch []byte, schemaObj runtime.Object) (out []byte, err error) {
+	// Both patch libraries panic on some malformed patches (a root "test"
+	// without a value; a merge key that is a list). Such a patch is the
+	// client's error, never the server's.
+	defer func() {
+		if p := recover(); p != nil {
+			out = nil
+			if pt == types.JSONPatchType {
+				err = invalidPatch(fmt.Errorf("%v", p))
+			} else {
+				err = apierrors.NewBadRequest(fmt.Sprintf("invalid patch: %v", p))
+			}
+		}
+	}()
 	switch pt {
 	case types.JSONPatchType:
 		p, err := jsonpatch.DecodePatch(patch)

@@ -7,10 +7,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
 	metainternalversionvalidation "k8s.io/apimachinery/pkg/apis/meta/internalversion/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -26,56 +25,37 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, info requestInfo, s
 	s.writeResult(w, r, http.StatusOK, obj, sv)
 }
 
-// listOptions reads the list and watch query parameters.
+// listOptions reads the list and watch query parameters with upstream's
+// own parameter codec, so every spelling a client may send ("?watch",
+// "sendInitialEvents=", "limit=…") means what it means upstream.
 func listOptions(r *http.Request, info requestInfo, sv *served) (storage.ListOptions, error) {
-	q := r.URL.Query()
+	internal := &metainternalversion.ListOptions{}
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(r.URL.Query(), metav1.SchemeGroupVersion, internal); err != nil {
+		return storage.ListOptions{}, apierrors.NewBadRequest(err.Error())
+	}
+	internal.Watch = info.Verb == "watch"
 	o := storage.ListOptions{
-		Namespace:       info.Namespace,
-		ResourceVersion: q.Get("resourceVersion"),
-		RVMatch:         metav1.ResourceVersionMatch(q.Get("resourceVersionMatch")),
-		Continue:        q.Get("continue"),
-		AllowBookmarks:  isTrue(q.Get("allowWatchBookmarks")),
-		Predicate:       storage.Predicate{Attrs: sv.Attrs},
+		Namespace:         info.Namespace,
+		ResourceVersion:   internal.ResourceVersion,
+		RVMatch:           internal.ResourceVersionMatch,
+		Continue:          internal.Continue,
+		Limit:             internal.Limit,
+		AllowBookmarks:    internal.AllowWatchBookmarks,
+		SendInitialEvents: internal.SendInitialEvents,
+		Predicate:         storage.Predicate{Attrs: sv.Attrs, Label: internal.LabelSelector, Field: internal.FieldSelector},
 	}
 	if _, err := storage.ParseRV(o.ResourceVersion); err != nil {
 		return o, err
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			return o, apierrors.NewBadRequest("limit must be a non-negative integer")
-		}
-		o.Limit = n
+	if o.Limit < 0 {
+		return o, apierrors.NewBadRequest("limit must be a non-negative integer")
 	}
-	if v := q.Get("labelSelector"); v != "" {
-		sel, err := labels.Parse(v)
-		if err != nil {
-			return o, apierrors.NewBadRequest("unable to parse requirement: " + err.Error())
-		}
-		o.Predicate.Label = sel
-	}
-	if v := q.Get("fieldSelector"); v != "" {
-		sel, err := fields.ParseSelector(v)
-		if err != nil {
-			return o, apierrors.NewBadRequest(err.Error())
-		}
-		if err := sv.CheckFieldSelector(sel); err != nil {
-			return o, apierrors.NewBadRequest(err.Error())
-		}
-		o.Predicate.Field = sel
-	}
-	if v := q.Get("sendInitialEvents"); v != "" {
-		b := isTrue(v)
-		o.SendInitialEvents = &b
+	if err := sv.CheckFieldSelector(o.Predicate.Field); err != nil {
+		return o, apierrors.NewBadRequest(err.Error())
 	}
 	// The combination rules (resourceVersionMatch needs resourceVersion,
 	// sendInitialEvents is for watches only, ...) are apimachinery's, with
 	// upstream's 422 answers.
-	internal := &metainternalversion.ListOptions{
-		ResourceVersion: o.ResourceVersion, ResourceVersionMatch: o.RVMatch, Limit: o.Limit,
-		Continue: o.Continue, Watch: info.Verb == "watch", SendInitialEvents: o.SendInitialEvents,
-		AllowWatchBookmarks: o.AllowBookmarks,
-	}
 	if errs := metainternalversionvalidation.ValidateListOptions(internal, true); len(errs) > 0 {
 		return o, apierrors.NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: "ListOptions"}, "", errs)
 	}

@@ -58,7 +58,7 @@ func parseRequest(r *http.Request) requestInfo {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		switch {
-		case info.Name == "" && isTrue(q.Get("watch")):
+		case info.Name == "" && isWatch(q["watch"]):
 			info.Verb = "watch"
 		case info.Name == "":
 			info.Verb = "list"
@@ -83,3 +83,13 @@ func parseRequest(r *http.Request) requestInfo {
 }
 
 func isTrue(s string) bool { return s == "true" || s == "1" }
+
+// isWatch follows upstream: any value of "watch" but false or 0, even an
+// empty one, asks for a watch.
+func isWatch(vals []string) bool {
+	if len(vals) == 0 {
+		return false
+	}
+	v := strings.ToLower(vals[0])
+	return v != "false" && v != "0"
+}

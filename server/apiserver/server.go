@@ -226,7 +226,9 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 		s.writeError(w, r, err)
 		return
 	}
-	if !sv.Namespaced && info.Namespace != "" && info.Resource != "namespaces" {
+	// Cluster-scoped resources have no namespaced paths (a namespace's own
+	// path leaves info.Namespace empty).
+	if !sv.Namespaced && info.Namespace != "" {
 		s.writeError(w, r, apierrors.NewNotFound(sv.GroupResource(), info.Name))
 		return
 	}

@@ -140,6 +140,16 @@ func (s *Store) getRaw(ctx context.Context, key string) (runtime.Object, int64, 
 	return obj, kv.ModRevision, kv.Value, err
 }
 
+// Cached returns the object at key from the watch cache, which may lag a
+// write by milliseconds: callers that must not miss a fresh object fall
+// back to Get when it is absent.
+func (s *Store) Cached(key string) (runtime.Object, bool) {
+	s.cache.mu.RLock()
+	defer s.cache.mu.RUnlock()
+	obj, ok := s.cache.objects[key]
+	return obj, ok
+}
+
 // UpdateFunc computes the next state from the current one. It runs again
 // whenever another writer got in first, so it must not have side effects.
 type UpdateFunc func(current runtime.Object) (runtime.Object, error)

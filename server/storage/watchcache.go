@@ -53,7 +53,8 @@ type watchCache struct {
 	rv       int64
 	oldest   int64
 	objects  map[string]runtime.Object
-	window   []cacheEvent // ring buffer
+	window   []cacheEvent // ring buffer, grown up to capacity
+	capacity int
 	start    int
 	count    int
 	watchers map[*cacheWatcher]struct{}
@@ -64,7 +65,7 @@ type watchCache struct {
 func newWatchCache(ctx context.Context, s *Store, capacity int) (*watchCache, error) {
 	c := &watchCache{
 		s:        s,
-		window:   make([]cacheEvent, capacity),
+		capacity: capacity,
 		watchers: map[*cacheWatcher]struct{}{},
 		advanced: make(chan struct{}),
 	}
@@ -199,6 +200,15 @@ func (c *watchCache) apply(ev *clientv3.Event) {
 		delete(c.objects, key)
 	} else {
 		c.objects[key] = ce.obj
+	}
+	if c.count == len(c.window) && len(c.window) < c.capacity {
+		// The window grows on demand: most resources of an idle cluster
+		// never see more than a handful of events.
+		grown := make([]cacheEvent, min(max(2*len(c.window), 16), c.capacity))
+		for i := 0; i < c.count; i++ {
+			grown[i] = c.window[(c.start+i)%len(c.window)]
+		}
+		c.window, c.start = grown, 0
 	}
 	if c.count == len(c.window) {
 		c.oldest = c.window[c.start].rv

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Builds kelp and runs the performance benchmarks in test/bench against a
+# real `kelp server` process, then prints the results. `make bench` calls it.
+#
+# Each benchmark does a fixed workload once per iteration, hence
+# -benchtime=1x. Extra arguments go to `go test`, e.g.
+#   scripts/bench.sh -bench 'ConfigMaps|Watch'
+# The full output is also saved to $BENCH_OUT (default /tmp/kelp-bench.txt).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/env.sh
+ensure_go
+
+out="${BENCH_OUT:-/tmp/kelp-bench.txt}"
+
+echo "== build"
+make build
+
+echo "== benchmarks ($(nproc) CPUs, $(date -u '+%Y-%m-%d %H:%M UTC'))"
+KELP_BIN="$PWD/bin/kelp" go test -count=1 -timeout 30m -run '^$' -bench . -benchtime=1x \
+	./test/bench/ "$@" 2>&1 | tee "$out"
+status=${PIPESTATUS[0]}
+
+echo
+echo "== summary (full output in $out)"
+# The benchmarks' own log lines, without the file:line prefix.
+sed -n -e 's/^ *[a-z_]*_test\.go:[0-9]*: //p' -e '/^--- FAIL/p' -e '/^FAIL/p' "$out"
+exit "$status"

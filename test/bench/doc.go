@@ -1,0 +1,27 @@
+// Package bench holds performance benchmarks of a real `kelp server`
+// process, driven through the HTTP API with client-go:
+//
+//   - BenchmarkConfigMaps: create, get and list latency (p50/p99);
+//   - BenchmarkWatchDelivery: time from an update being sent to an
+//     informer's handler seeing it (p50/p99);
+//   - BenchmarkStartup: cold start (fresh data dir) and warm restart
+//     (existing data dir) to /readyz;
+//   - BenchmarkIdleRSS: VmRSS of the server 30 s after it became ready.
+//
+// Plain `go test` runs only the unit tests of the statistics helpers. Run
+// the benchmarks with scripts/bench.sh (or `make bench`), or
+//
+//	go test -run '^$' -bench . -benchtime=1x ./test/bench/
+//
+// Each benchmark does a fixed workload once per b.N iteration, so
+// -benchtime=1x is the intended setting. KELP_BIN names the binary to
+// measure; without it the benchmarks run `make build` first. Either way the
+// binary is copied to a temporary directory (as "kbench") before it is
+// started, because a freshly linked binary shows a higher RSS.
+//
+// Every result also reports "other-cores": how many cores other processes
+// kept busy meanwhile. On a shared 2-core machine a concurrent build or
+// test run inflates the latencies; rerun when it is well above zero.
+// KELP_BENCH_PERF=DIR records a `perf record -g` profile of the server for
+// each benchmark into DIR.
+package bench
