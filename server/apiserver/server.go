@@ -209,7 +209,7 @@ func (s *Server) serveNonResource(w http.ResponseWriter, r *http.Request, info r
 			return
 		}
 		s.writeError(w, r, apierrors.NewNotFound(schema.GroupResource{}, ""))
-	case strings.HasPrefix(p, "/openapi/v3"):
+	case strings.HasPrefix(p, "/openapi/"):
 		s.openapi.ServeHTTP(w, r)
 	default:
 		s.writeError(w, r, notFoundPath(p))
