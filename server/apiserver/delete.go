@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	sigsjson "sigs.k8s.io/json"
 )
 
@@ -119,23 +118,20 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, info requestInfo
 // the orphan or foregroundDeletion finalizer for the garbage collector.
 func (s *Server) deleteObject(ctx context.Context, sv *served, namespace, name string, opts *metav1.DeleteOptions) (runtime.Object, bool, error) {
 	dry := len(opts.DryRun) > 0
-	info := requestInfo{Namespace: namespace, Name: name}
-	var attrsErr error
 	out, deleted, err := sv.store.Update(ctx, sv.store.Key(namespace, name), func(cur runtime.Object) (runtime.Object, error) {
 		acc, _ := meta.Accessor(cur)
 		if err := checkPreconditions(sv.GroupResource(), name, acc, opts.Preconditions); err != nil {
 			return nil, err
 		}
 		attrs := &Attributes{Operation: "DELETE", Resource: sv.GVR, Namespace: namespace, Name: name, OldObject: cur, User: UserFrom(ctx), DryRun: dry}
-		if attrsErr = s.validateAdmission(ctx, attrs); attrsErr != nil {
-			return nil, attrsErr
+		if err := s.validateAdmission(ctx, attrs); err != nil {
+			return nil, err
 		}
-		return s.markDeleted(sv, cur, opts), nil
+		return markDeleted(cur, opts), nil
 	}, dry)
 	if err != nil {
 		return nil, false, err
 	}
-	_ = info
 	if deleted {
 		s.released(ctx, sv, out, dry)
 	}
@@ -158,7 +154,7 @@ func checkPreconditions(gr schema.GroupResource, name string, acc metav1.Object,
 // markDeleted returns the object as it should be after this delete call.
 // The store removes the key when the result has deletionTimestamp set,
 // grace 0 and no finalizers.
-func (s *Server) markDeleted(sv *served, cur runtime.Object, opts *metav1.DeleteOptions) runtime.Object {
+func markDeleted(cur runtime.Object, opts *metav1.DeleteOptions) runtime.Object {
 	obj := cur.DeepCopyObject()
 	acc, _ := meta.Accessor(obj)
 	now := metav1.Now()
@@ -178,7 +174,7 @@ func (s *Server) markDeleted(sv *served, cur runtime.Object, opts *metav1.Delete
 	}
 
 	finalizers := acc.GetFinalizers()
-	policy := propagation(sv, opts)
+	policy := propagation(opts)
 	switch policy {
 	case metav1.DeletePropagationOrphan:
 		finalizers = addFinalizer(finalizers, metav1.FinalizerOrphanDependents)
@@ -237,7 +233,7 @@ func gracePeriod(obj runtime.Object, opts *metav1.DeleteOptions) int64 {
 
 // propagation resolves the policy: explicit, then orphanDependents, then
 // the object's existing finalizers, then Background.
-func propagation(sv *served, opts *metav1.DeleteOptions) metav1.DeletionPropagation {
+func propagation(opts *metav1.DeleteOptions) metav1.DeletionPropagation {
 	if opts.PropagationPolicy != nil {
 		return *opts.PropagationPolicy
 	}
@@ -296,5 +292,3 @@ func (s *Server) deleteCollection(w http.ResponseWriter, r *http.Request, info r
 	list.GetObjectKind().SetGroupVersionKind(sv.GVR.GroupVersion().WithKind(sv.Kind + "List"))
 	s.writeResult(w, r, http.StatusOK, list, sv)
 }
-
-var _ types.UID

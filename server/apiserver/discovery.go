@@ -4,7 +4,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -121,5 +120,3 @@ func subresourcesOf(sv *served) []subresourceInfo {
 	}
 	return out
 }
-
-var _ = strings.Cut

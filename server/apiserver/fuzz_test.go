@@ -912,7 +912,6 @@ func FuzzDeleteOptions(f *testing.F) {
 	} {
 		f.Add(s.body, s.ct, s.query)
 	}
-	svs := []*served{resourceNamed(f, "pods"), resourceNamed(f, "deployments"), resourceNamed(f, "namespaces")}
 	running := samplePod()
 	grace := int64(45)
 	running.Spec.TerminationGracePeriodSeconds = &grace
@@ -920,7 +919,6 @@ func FuzzDeleteOptions(f *testing.F) {
 	deploy := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "default", Generation: 2,
 		Finalizers: []string{"example.com/keep", metav1.FinalizerDeleteDependents}}}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}, Spec: corev1.NamespaceSpec{Finalizers: []corev1.FinalizerName{corev1.FinalizerKubernetes}}}
-	srv := &Server{}
 	f.Fuzz(func(t *testing.T, body []byte, ct, rawQuery string) {
 		r := httptest.NewRequest(http.MethodDelete, "/api/v1/namespaces/default/pods/web-0", bytes.NewReader(body))
 		r.URL.RawQuery = rawQuery
@@ -958,8 +956,8 @@ func FuzzDeleteOptions(f *testing.F) {
 			t.Fatal("dryRun in the query was dropped")
 		}
 		// What the delete then does with the options.
-		for i, cur := range []runtime.Object{running, deploy, ns} {
-			out := srv.markDeleted(svs[i], cur, opts)
+		for _, cur := range []runtime.Object{running, deploy, ns} {
+			out := markDeleted(cur, opts)
 			checkMarkedDeleted(t, cur, out, opts)
 		}
 	})

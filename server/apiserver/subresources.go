@@ -8,7 +8,6 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -254,5 +253,3 @@ func setCondition(st *corev1.PodStatus, c corev1.PodCondition) {
 	}
 	st.Conditions = append(st.Conditions, c)
 }
-
-var _ = meta.Accessor

@@ -316,7 +316,7 @@ func (s *Store) listEtcd(ctx context.Context, o ListOptions, rv int64) (*ListRes
 		if atRev == 0 {
 			atRev = resp.Header.Revision
 		}
-		for i, kv := range resp.Kvs {
+		for _, kv := range resp.Kvs {
 			if o.Limit > 0 && int64(len(res.Items)) == o.Limit {
 				more = true
 				break
@@ -329,7 +329,6 @@ func (s *Store) listEtcd(ctx context.Context, o ListOptions, rv int64) (*ListRes
 			if o.Predicate.Matches(obj) {
 				res.Items = append(res.Items, obj)
 			}
-			_ = i
 		}
 		if more || !resp.More || o.Limit == 0 {
 			if o.Limit > 0 && resp.More && !more && int64(len(res.Items)) == o.Limit {

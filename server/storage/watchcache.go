@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 )
@@ -498,5 +497,3 @@ func (w *cacheWatcher) filter(ev cacheEvent) (watch.Event, bool) {
 	}
 	return watch.Event{}, false
 }
-
-var _ = metav1.ResourceVersionMatchNotOlderThan
