@@ -14,7 +14,7 @@ ensure_go
 out="${BENCH_OUT:-/tmp/kelp-bench.txt}"
 
 echo "== build"
-make build
+bash scripts/build.sh
 
 echo "== benchmarks ($(nproc) CPUs, $(date -u '+%Y-%m-%d %H:%M UTC'))"
 KELP_BIN="$PWD/bin/kelp" go test -count=1 -timeout 30m -run '^$' -bench . -benchtime=1x \

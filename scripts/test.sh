@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 source scripts/env.sh
 
 need_pkgs=()
-for p in ca-certificates git make gcc; do
+for p in ca-certificates git gcc; do
 	dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 if [ ${#need_pkgs[@]} -gt 0 ]; then
@@ -29,6 +29,6 @@ fi
 echo "== go vet"
 go vet ./...
 echo "== build"
-make build
+bash scripts/build.sh
 echo "== go test"
 KELP_BIN="$PWD/bin/kelp" go test -count=1 -timeout 20m ./... 2>&1 | tee /tmp/kelp-test.log

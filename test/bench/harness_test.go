@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 }
 
 // kelpBinary returns a private copy of the kelp binary, building it with
-// `make build` first unless KELP_BIN names one. Only benchmarks call it, so
+// scripts/build.sh first unless KELP_BIN names one. Only benchmarks call it, so
 // plain `go test` never builds anything.
 //
 // The copy matters twice: a freshly linked binary shows a higher RSS than an
@@ -54,10 +54,10 @@ func kelpBinary(tb testing.TB) string {
 		if src == "" {
 			_, file, _, _ := runtime.Caller(0)
 			root := filepath.Join(filepath.Dir(file), "..", "..")
-			cmd := exec.Command("make", "-C", root, "build")
+			cmd := exec.Command("bash", filepath.Join(root, "scripts", "build.sh"))
 			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 			if binErr = cmd.Run(); binErr != nil {
-				binErr = fmt.Errorf("make build: %w", binErr)
+				binErr = fmt.Errorf("scripts/build.sh: %w", binErr)
 				return
 			}
 			src = filepath.Join(root, "bin", "kelp")

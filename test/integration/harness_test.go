@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 		kelpBin = filepath.Join(dir, "kelp")
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..")
-		cmd := exec.Command("make", "-C", root, "build")
+		cmd := exec.Command("bash", filepath.Join(root, "scripts", "build.sh"))
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "building kelp:", err)
