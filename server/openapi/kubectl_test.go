@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/kubectl/pkg/cmd/apply"
 	"k8s.io/kubectl/pkg/cmd/create"
 	"k8s.io/kubectl/pkg/cmd/explain"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
@@ -71,7 +73,8 @@ func newFakeAPIServer(t *testing.T, rs []Resource) *fakeAPIServer {
 		s.mu.Unlock()
 		p := strings.TrimSuffix(r.URL.Path, "/")
 		switch {
-		case strings.HasPrefix(p, "/openapi/v3"):
+		case strings.HasPrefix(p, "/openapi/"):
+			// As the API server does: the handler has all of /openapi/.
 			h.ServeHTTP(w, r)
 		case p == "/api":
 			writeJSON(w, metav1.APIVersions{TypeMeta: metav1.TypeMeta{Kind: "APIVersions"}, Versions: []string{"v1"}})
@@ -136,8 +139,8 @@ func TestKubectlExplainCommand(t *testing.T) {
 
 // TestKubectlCreateStrictValidation is `kubectl create --dry-run=client -f`
 // with the default --validate=strict: kubectl must find fieldValidation on
-// the Deployment PATCH and so never fall back to /openapi/v2 (which kelp
-// does not serve, and whose absence would fail the command).
+// the Deployment PATCH and so never fall back to /openapi/v2 (a protobuf
+// download and client-side validation it does not need).
 func TestKubectlCreateStrictValidation(t *testing.T) {
 	srv := newFakeAPIServer(t, testResources())
 	f := kubectlFactory(t, srv.URL)
@@ -174,5 +177,132 @@ spec:
 	}
 	if !sawDoc {
 		t.Errorf("kubectl never read the apps/v1 document: %v", srv.paths())
+	}
+}
+
+// runKubectl runs a kubectl command against srv, returning its output and
+// the message it would have exited with (cmdutil.CheckErr), if any.
+func runKubectl(t *testing.T, srv *fakeAPIServer, newCmd func(cmdutil.Factory, genericiooptions.IOStreams) command, args ...string) (out, fatal string) {
+	t.Helper()
+	f := kubectlFactory(t, srv.URL)
+	cmdutil.BehaviorOnFatal(func(msg string, code int) { fatal = msg })
+	defer cmdutil.DefaultBehaviorOnFatal()
+	var buf bytes.Buffer
+	cmd := newCmd(f, genericiooptions.IOStreams{In: strings.NewReader(""), Out: &buf, ErrOut: &buf})
+	cmd.SetArgs(args)
+	if err := cmd.Execute(); err != nil && fatal == "" {
+		fatal = err.Error()
+	}
+	return buf.String(), fatal
+}
+
+// command is the part of a *cobra.Command the tests use.
+type command interface {
+	SetArgs([]string)
+	Execute() error
+}
+
+func newApply(f cmdutil.Factory, s genericiooptions.IOStreams) command {
+	return apply.NewCmdApply("kubectl", f, s)
+}
+
+func newExplain(f cmdutil.Factory, s genericiooptions.IOStreams) command {
+	return explain.NewCmdExplain("kubectl", f, s)
+}
+
+// listManifest is what `kubectl get cm,deploy -o yaml` prints: a v1 List.
+// extra is spliced into the Deployment's container.
+func listManifest(extra string) string {
+	return `apiVersion: v1
+kind: List
+metadata:
+  resourceVersion: ""
+items:
+- apiVersion: v1
+  kind: ConfigMap
+  metadata: {name: cm, namespace: default}
+  data: {a: "1"}
+- apiVersion: apps/v1
+  kind: Deployment
+  metadata: {name: web, namespace: default, labels: {app: web}}
+  spec:
+    replicas: 2
+    selector: {matchLabels: {app: web}}
+    strategy: {type: RollingUpdate, rollingUpdate: {maxSurge: 25%, maxUnavailable: 1}}
+    template:
+      metadata: {labels: {app: web}}
+      spec:
+        containers:
+        - name: web
+          image: nginx
+          ports: [{containerPort: 80}]
+          resources: {limits: {cpu: 500m, memory: 1Gi}}
+` + extra
+}
+
+// TestKubectlApplyListValidatesWithV2 is `kubectl get cm,deploy -o yaml |
+// kubectl apply -f -` (from a file: kubectl reads "-" from os.Stdin) with
+// the default --validate=strict. cli-runtime declares v1/List unsupported
+// by server-side field validation without asking the server, so kubectl
+// validates each item itself against /openapi/v2, as protobuf; without it
+// the command fails with "the server could not find the requested
+// resource". Unknown fields in an item must be reported.
+func TestKubectlApplyListValidatesWithV2(t *testing.T) {
+	srv := newFakeAPIServer(t, testResources())
+	manifest := filepath.Join(t.TempDir(), "list.yaml")
+	if err := os.WriteFile(manifest, []byte(listManifest("")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, fatal := runKubectl(t, srv, newApply, "-f", manifest, "--dry-run=client", "-o", "name")
+	if fatal != "" {
+		t.Fatalf("kubectl apply: %s\n%s", fatal, out)
+	}
+	if got := strings.Fields(out); !slices.Equal(got, []string{"configmap/cm", "deployment.apps/web"}) {
+		t.Errorf("output: %q", out)
+	}
+	if !slices.Contains(srv.paths(), "/openapi/v2") {
+		t.Errorf("kubectl did not validate against /openapi/v2: %v", srv.paths())
+	}
+
+	// An unknown field and a wrong type inside a list item.
+	if err := os.WriteFile(manifest, []byte(listManifest("          bogus: true\n          stdin: maybe\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, fatal = runKubectl(t, srv, newApply, "-f", manifest, "--dry-run=client", "-o", "name")
+	for _, want := range []string{
+		"error validating data",
+		`ValidationError(Deployment.spec.template.spec.containers[0]): unknown field "bogus" in io.k8s.api.core.v1.Container`,
+		`ValidationError(Deployment.spec.template.spec.containers[0].stdin): invalid type for io.k8s.api.core.v1.Container.stdin: got "string", expected "boolean"`,
+	} {
+		if !strings.Contains(fatal, want) {
+			t.Errorf("kubectl apply of an invalid item: error lacks %q:\n%s\n%s", want, fatal, out)
+		}
+	}
+	if strings.Contains(out, "created") || strings.Contains(out, "/") {
+		t.Errorf("kubectl applied an invalid list: %q", out)
+	}
+	t.Logf("kubectl apply of an invalid item:\n%s", fatal)
+}
+
+// TestKubectlExplainOpenAPIV2 is `kubectl explain -o plaintext-openapiv2
+// deployment.spec.strategy`, which reads only /openapi/v2.
+func TestKubectlExplainOpenAPIV2(t *testing.T) {
+	srv := newFakeAPIServer(t, testResources())
+	out, fatal := runKubectl(t, srv, newExplain, "-o", "plaintext-openapiv2", "deployment.spec.strategy")
+	if fatal != "" {
+		t.Fatalf("kubectl explain: %s\n%s", fatal, out)
+	}
+	for _, want := range []string{
+		"KIND:     Deployment", "VERSION:  apps/v1", "RESOURCE: strategy <Object>",
+		"The deployment strategy to use to replace existing pods with new ones.",
+		"rollingUpdate\t<Object>", "type\t<string>",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	t.Logf("kubectl explain -o plaintext-openapiv2 deployment.spec.strategy:\n%s", out)
+	if !slices.Contains(srv.paths(), "/openapi/v2") {
+		t.Errorf("kubectl did not read /openapi/v2: %v", srv.paths())
 	}
 }

@@ -1,6 +1,7 @@
-// Package openapi generates and serves the OpenAPI v3 documents of the
+// Package openapi generates and serves the OpenAPI documents of the
 // built-in API, made by reflection from the k8s.io/api Go types, in the
-// shape kube-apiserver serves them at /openapi/v3.
+// shape kube-apiserver serves them at /openapi/v3 and (Swagger 2.0, JSON or
+// protobuf) at /openapi/v2.
 //
 // What depends on these documents, in unmodified kubectl:
 //
@@ -9,7 +10,8 @@
 //     operation with the object's x-kubernetes-group-version-kind and a
 //     fieldValidation query parameter. If there is one it leaves validation
 //     to the server; if the GVK has no PATCH at all it falls back to
-//     /openapi/v2 and fails when that is missing.
+//     /openapi/v2. A `kind: List` is always validated client-side, item by
+//     item, against /openapi/v2 (see v2.go).
 //   - client-side kubectl apply computes strategic merge patches from the
 //     component whose x-kubernetes-group-version-kind list has the GVK,
 //     reading x-kubernetes-patch-strategy / -patch-merge-key on properties
@@ -19,8 +21,9 @@
 //     walks properties through $ref / allOf / items / additionalProperties,
 //     printing descriptions (from the types' generated SwaggerDoc).
 //
-// All of them fetch with Accept: application/json; the protobuf form of the
-// documents is not served.
+// All of them fetch the v3 documents with Accept: application/json; the
+// protobuf form of those is not served. The v2 document is fetched as
+// protobuf, which is served.
 package openapi
 
 import (
@@ -78,7 +81,8 @@ type Subresource struct {
 	Verbs []string
 }
 
-// Handler serves /openapi/v3 and /openapi/v3/<api/v1|apis/<group>/<version>>.
+// Handler serves /openapi/v3, /openapi/v3/<api/v1|apis/<group>/<version>>
+// and /openapi/v2.
 type Handler struct {
 	ready     chan struct{}
 	once      sync.Once
@@ -90,6 +94,8 @@ type Handler struct {
 	docs     map[string]document // by "api/v1", "apis/apps/v1"
 	built    time.Time
 	duration time.Duration
+
+	v2 v2State // built on its own, on the first request for it
 }
 
 type document struct {
@@ -104,7 +110,9 @@ type document struct {
 // (an idle edge node), and requests that arrive first wait for it. After
 // that, serving is writing cached bytes.
 func New(resources []Resource) *Handler {
-	return &Handler{ready: make(chan struct{}), resources: cloneResources(resources)}
+	h := &Handler{ready: make(chan struct{}), resources: cloneResources(resources)}
+	h.v2.ready = make(chan struct{})
+	return h
 }
 
 // start builds the documents once, in the background.
@@ -152,8 +160,24 @@ func gvPath(group, version string) string {
 	return "apis/" + group + "/" + version
 }
 
-// buildDocuments generates every group-version document and the index.
-func buildDocuments(resources []Resource) (map[string]document, document) {
+// model is what both document forms are made from: the component table,
+// fully annotated, and the paths of each group-version.
+type model struct {
+	b     *builder
+	order []string // group-version keys, in the order first seen
+	gvs   map[string]*gvDoc
+}
+
+// gvDoc is one group-version: its paths and the components they refer to.
+type gvDoc struct {
+	group, version string
+	pb             *pathsBuilder
+}
+
+// buildModel walks the resources' Go types and builds the model the
+// /openapi/v3 and /openapi/v2 documents are both written from, so that
+// every schema rule lives in one place whatever the document's form.
+func buildModel(resources []Resource) *model {
 	// The list-type schema loads while the Go types are walked.
 	smdCh := make(chan *smdschema.Schema, 1)
 	go func() { smdCh <- loadListTypes() }()
@@ -166,10 +190,6 @@ func buildDocuments(resources []Resource) (map[string]document, document) {
 		}
 	}
 
-	type gvDoc struct {
-		group, version string
-		pb             *pathsBuilder
-	}
 	var order []string
 	gvs := map[string]*gvDoc{}
 	for i := range resources {
@@ -243,6 +263,13 @@ func buildDocuments(resources []Resource) (map[string]document, document) {
 			c.GVK = list
 		}
 	}
+	return &model{b: b, order: order, gvs: gvs}
+}
+
+// buildDocuments generates every group-version document and the index.
+func buildDocuments(resources []Resource) (map[string]document, document) {
+	m := buildModel(resources)
+	b, order, gvs := m.b, m.order, m.gvs
 
 	// Each component is encoded once and spliced into every document that
 	// needs it.
@@ -359,16 +386,22 @@ func serverRelativeURL(key, hash string) string {
 
 const servePrefix = "/openapi/v3"
 
-// ServeHTTP serves the index at /openapi/v3 and the documents below it.
+// ServeHTTP serves the index at /openapi/v3 and the documents below it,
+// and the document at /openapi/v2.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rest, ok := strings.CutPrefix(r.URL.Path, servePrefix)
-	if !ok || (rest != "" && rest[0] != '/') {
+	isV2 := r.URL.Path == v2ServePath
+	if !isV2 && (!ok || (rest != "" && rest[0] != '/')) {
 		http.NotFound(w, r)
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	if isV2 {
+		h.serveV2(w, r)
 		return
 	}
 	h.start()
@@ -419,21 +452,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // acceptsJSON reports whether an Accept header admits application/json.
 // An empty header admits anything.
 func acceptsJSON(accept string) bool {
-	if strings.TrimSpace(accept) == "" {
-		return true
-	}
-	for _, clause := range strings.Split(accept, ",") {
-		mt, params, _ := strings.Cut(clause, ";")
-		mt = strings.ToLower(strings.TrimSpace(mt))
-		if mt != "application/json" && mt != "application/*" && mt != "*/*" {
-			continue
-		}
-		if q, ok := qValue(params); ok && q == 0 {
-			continue
-		}
-		return true
-	}
-	return false
+	return negotiate(accept, "application/json") == 0
 }
 
 func qValue(params string) (float64, bool) {

@@ -131,8 +131,10 @@ func TestServing(t *testing.T) {
 	if rec := get(t, h, "/openapi/v3/apis/batch/v1", ""); rec.Code != 404 {
 		t.Errorf("unknown group-version: %d", rec.Code)
 	}
-	if rec := get(t, h, "/openapi/v2", ""); rec.Code != 404 {
-		t.Errorf("/openapi/v2: %d", rec.Code)
+	for _, p := range []string{"/openapi/v2/", "/openapi/v2/x", "/openapi/v3x", "/openapi"} {
+		if rec := get(t, h, p, ""); rec.Code != 404 {
+			t.Errorf("%s: %d", p, rec.Code)
+		}
 	}
 	if rec := get(t, h, "/openapi/v3/api/v1?hash=STALE", ""); rec.Code != 301 ||
 		rec.Header().Get("Location") != serverRelativeURL("api/v1", h.docs["api/v1"].hash) {
@@ -318,6 +320,7 @@ func clientFor(t *testing.T, h *Handler) *rest.Config {
 	mux := http.NewServeMux()
 	mux.Handle("/openapi/v3", h)
 	mux.Handle("/openapi/v3/", h)
+	mux.Handle("/openapi/v2", h)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return &rest.Config{Host: srv.URL}

@@ -34,6 +34,10 @@ type schema struct {
 	MapType              string             `json:"x-kubernetes-map-type,omitempty"`
 	PatchMergeKey        string             `json:"x-kubernetes-patch-merge-key,omitempty"`
 	PatchStrategy        string             `json:"x-kubernetes-patch-strategy,omitempty"`
+
+	// v2Type is the type of a OneOf schema in the Swagger 2.0 document,
+	// which has no oneOf (see toV2).
+	v2Type string
 }
 
 // gvk is the value of x-kubernetes-group-version-kind. All three keys are
@@ -172,7 +176,13 @@ func (b *builder) component(t reflect.Type) string {
 		for _, typ := range reflect.Zero(t).Interface().(openAPIV3OneOf).OpenAPIV3OneOfTypes() {
 			s.OneOf = append(s.OneOf, &schema{Type: typ})
 		}
-		s.Format = reflect.Zero(t).Interface().(openAPITypeFormat).OpenAPISchemaFormat()
+		tf := reflect.Zero(t).Interface().(openAPITypeFormat)
+		s.Format = tf.OpenAPISchemaFormat()
+		// Swagger 2.0 has no oneOf: upstream's v2 form is the single
+		// OpenAPISchemaType (string, for both) with the same format.
+		if ts := tf.OpenAPISchemaType(); len(ts) > 0 {
+			s.v2Type = ts[0]
+		}
 		// The CRD structural-schema marker for the same thing; consumers
 		// that convert OpenAPI to structured-merge-diff schemas understand
 		// it, and it costs nothing to those that don't.
@@ -254,10 +264,15 @@ func (b *builder) addFields(s *schema, t reflect.Type, docs, extraDocs map[strin
 			s.Properties = map[string]*schema{}
 		}
 		s.Properties[name] = p
-		// Upstream marks a field required unless it is omitempty or has a
-		// +optional comment; comments are gone at run time, so this is the
-		// omitempty half of that rule.
-		if !omitEmpty {
+		// Upstream marks a field required unless it is omitempty, a
+		// +required or +optional comment deciding over the tag; comments are
+		// gone at run time, so requiredOverrides has the fields where they
+		// change the outcome.
+		req, ok := requiredOverrides[t.PkgPath()+"."+t.Name()][name]
+		if !ok {
+			req = !omitEmpty
+		}
+		if req {
 			*required = append(*required, name)
 		}
 	}

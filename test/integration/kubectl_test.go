@@ -152,6 +152,25 @@ func TestKubectlEditingCommands(t *testing.T) {
 	}
 }
 
+// `kubectl get -o yaml | kubectl apply -f -` sends a kind: List, which
+// kubectl validates against /openapi/v2.
+func TestKubectlApplyList(t *testing.T) {
+	s := startServer(t)
+	s.mustKubectl("create", "configmap", "a", "--from-literal=x=1")
+	s.mustKubectl("apply", "-f", "testdata/deployment.yaml")
+	list := s.mustKubectl("get", "cm/a", "deploy/container-lab", "-o", "yaml")
+	if !strings.Contains(list, "kind: List") {
+		t.Fatalf("expected a List: %s", list)
+	}
+	out, err := s.kubectlIn(strings.Replace(list, "x: \"1\"", "x: \"2\"", 1), nil, "apply", "-f", "-")
+	if err != nil || !strings.Contains(out, "configmap/a configured") || !strings.Contains(out, "deployment.apps/container-lab") {
+		t.Fatalf("apply of a List: %v\n%s", err, out)
+	}
+	if v := s.mustKubectl("get", "cm", "a", "-o", "jsonpath={.data.x}"); v != "2" {
+		t.Errorf("data after apply = %q", v)
+	}
+}
+
 func TestKubectlReadingCommands(t *testing.T) {
 	s := startServer(t)
 	s.mustKubectl("apply", "-f", "testdata/deployment.yaml", "-f", "testdata/service.yaml")
