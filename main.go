@@ -73,6 +73,8 @@ func serverCommand() *urfavecli.Command {
 			&urfavecli.StringFlag{Name: "cluster-domain", Value: "cluster.local", Usage: "cluster domain", EnvVars: env("CLUSTER_DOMAIN")},
 			&urfavecli.BoolFlag{Name: "disable-agent", Usage: "do not run the local node agent", EnvVars: env("DISABLE_AGENT")},
 			&urfavecli.StringFlag{Name: "node-name", Usage: "node name (default: the hostname)", EnvVars: env("NODE_NAME")},
+			&urfavecli.Int64Flag{Name: "default-not-ready-toleration-seconds", Value: 300, Usage: "toleration added to every pod for the not-ready:NoExecute taint", EnvVars: env("DEFAULT_NOT_READY_TOLERATION_SECONDS")},
+			&urfavecli.Int64Flag{Name: "default-unreachable-toleration-seconds", Value: 300, Usage: "toleration added to every pod for the unreachable:NoExecute taint", EnvVars: env("DEFAULT_UNREACHABLE_TOLERATION_SECONDS")},
 			&urfavecli.DurationFlag{Name: "etcd-compaction-interval", Value: 5 * time.Minute, Usage: "how often etcd history is compacted (0 disables)", EnvVars: env("ETCD_COMPACTION_INTERVAL")},
 		},
 		Action: func(c *urfavecli.Context) error {
@@ -100,6 +102,9 @@ func serverCommand() *urfavecli.Command {
 				DisableAgent:       c.Bool("disable-agent"),
 				NodeName:           c.String("node-name"),
 				CompactionInterval: c.Duration("etcd-compaction-interval"),
+
+				DefaultNotReadyTolerationSeconds:    c.Int64("default-not-ready-toleration-seconds"),
+				DefaultUnreachableTolerationSeconds: c.Int64("default-unreachable-toleration-seconds"),
 			})
 		},
 	}

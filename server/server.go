@@ -41,6 +41,10 @@ type Config struct {
 	DisableAgent       bool
 	NodeName           string
 	CompactionInterval time.Duration
+	// DefaultNotReadyTolerationSeconds and DefaultUnreachableTolerationSeconds
+	// are the tolerations added to every pod (upstream: 300 s).
+	DefaultNotReadyTolerationSeconds    int64
+	DefaultUnreachableTolerationSeconds int64
 }
 
 // Run serves until ctx is cancelled, then shuts down cleanly: in-flight
@@ -91,6 +95,9 @@ func Run(ctx context.Context, cfg Config) error {
 		PublicAddress:      cfg.AdvertiseAddress,
 		PublicPort:         port,
 		CompactionInterval: cfg.CompactionInterval,
+
+		DefaultNotReadyTolerationSeconds:    cfg.DefaultNotReadyTolerationSeconds,
+		DefaultUnreachableTolerationSeconds: cfg.DefaultUnreachableTolerationSeconds,
 	})
 	if err != nil {
 		ln.Close()

@@ -42,6 +42,10 @@ type Config struct {
 	PublicPort    int
 	// CompactionInterval is how often etcd history is compacted.
 	CompactionInterval time.Duration
+	// Default*TolerationSeconds bound how long new pods tolerate the
+	// not-ready and unreachable taints (upstream: 300 each).
+	DefaultNotReadyTolerationSeconds    int64
+	DefaultUnreachableTolerationSeconds int64
 }
 
 // Server serves the Kubernetes API.
@@ -115,7 +119,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.services = svc
 	s.compactor = &storage.Compactor{Client: cfg.Etcd, Interval: cfg.CompactionInterval, Stores: func() []*storage.Store { return stores }}
 	go s.compactor.Run(ctx)
-	s.mutating = []MutatingAdmission{serviceAccountDefault{}}
+	s.mutating = []MutatingAdmission{serviceAccountDefault{},
+		defaultTolerationSeconds{notReady: cfg.DefaultNotReadyTolerationSeconds, unreachable: cfg.DefaultUnreachableTolerationSeconds}}
 	s.validating = []ValidatingAdmission{namespaceLifecycle{s: s}}
 	return s, nil
 }

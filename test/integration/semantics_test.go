@@ -191,6 +191,16 @@ func TestFinalizersAndGracefulPodDeletion(t *testing.T) {
 	if pod.Status.Phase != corev1.PodPending || pod.Spec.ServiceAccountName != "default" || pod.Status.QOSClass != corev1.PodQOSBestEffort {
 		t.Errorf("new pod: phase %q sa %q qos %q", pod.Status.Phase, pod.Spec.ServiceAccountName, pod.Status.QOSClass)
 	}
+	// DefaultTolerationSeconds admission: 300 s for not-ready and unreachable.
+	got := map[string]int64{}
+	for _, tol := range pod.Spec.Tolerations {
+		if tol.Effect == corev1.TaintEffectNoExecute && tol.TolerationSeconds != nil {
+			got[tol.Key] = *tol.TolerationSeconds
+		}
+	}
+	if got["node.kubernetes.io/not-ready"] != 300 || got["node.kubernetes.io/unreachable"] != 300 {
+		t.Errorf("default tolerations: %v", pod.Spec.Tolerations)
+	}
 	if err := cs.CoreV1().Pods("default").Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Target: corev1.ObjectReference{Kind: "Node", Name: "node-1"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
