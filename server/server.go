@@ -148,6 +148,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := pki.WriteKubeconfig(cfg.WriteKubeconfig, cfg.KubeconfigMode, server, ca.CertPEM, certPEM, keyPEM); err != nil {
 		return fmt.Errorf("writing kubeconfig: %w", err)
 	}
+	loopsCtx, stopLoops := context.WithCancel(ctx)
+	defer stopLoops()
+	waitLoops, err := startControlLoops(loopsCtx, cfg, ca, server)
+	if err != nil {
+		return fmt.Errorf("control loops: %w", err)
+	}
 	logrus.Infof("kelp server ready in %s: API at %s, kubeconfig %s", time.Since(start).Round(time.Millisecond), server, cfg.WriteKubeconfig)
 	if !cfg.DisableAgent {
 		logrus.Info("the node agent is not part of this build yet; running the control plane only")
@@ -161,6 +167,16 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	logrus.Info("shutting down")
+	// The loops stop first, while the API still answers, so they can
+	// release their leader Leases for a standby server to take over.
+	stopLoops()
+	loopsDone := make(chan struct{})
+	go func() { waitLoops(); close(loopsDone) }()
+	select {
+	case <-loopsDone:
+	case <-time.After(3 * time.Second):
+		logrus.Warn("control loops did not stop within 3s")
+	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	stopAPI() // ends watches, so Shutdown does not wait on them

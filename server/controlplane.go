@@ -1,0 +1,43 @@
+package server
+
+import (
+	"context"
+	"sync"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/kelp-project/kelp/server/controllers"
+	"github.com/kelp-project/kelp/server/controllers/nodeipam"
+	"github.com/kelp-project/kelp/server/pki"
+)
+
+// nodeCIDRMaskSize is the size of each node's pod CIDR, as k3s uses.
+const nodeCIDRMaskSize = 24
+
+// startControlLoops runs kube-controller-manager's loops as one
+// leader-elected component, each an API client with its own identity,
+// talking to the API server over loopback HTTPS like any other client. The
+// returned wait blocks until they have stopped.
+func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL string) (wait func(), err error) {
+	kcm, err := ca.RESTConfig(apiURL, "system:kube-controller-manager", nil)
+	if err != nil {
+		return nil, err
+	}
+	var wg sync.WaitGroup
+	run := func(name string, rc *rest.Config, start func(context.Context, *controllers.Toolkit) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			controllers.RunComponent(ctx, name, rc, controllers.DefaultLeaderElection, start)
+		}()
+	}
+	run("kube-controller-manager", kcm, func(ctx context.Context, t *controllers.Toolkit) error {
+		ipam, err := nodeipam.New(t.Client, t.Informer.Core().V1().Nodes(), t.Recorder("node-ipam-controller"), cfg.ClusterCIDR, nodeCIDRMaskSize)
+		if err != nil {
+			return err
+		}
+		go ipam.Run(ctx)
+		return nil
+	})
+	return wg.Wait, nil
+}
