@@ -33,10 +33,13 @@ func TestControllerManagerLeaseAndNodeIPAM(t *testing.T) {
 	if cidrs["node-a"] == cidrs["node-b"] {
 		t.Fatalf("both nodes got %s", cidrs["node-a"])
 	}
-	evs, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "reason=CIDRAssigned"})
-	if err != nil || len(evs.Items) < 2 {
-		t.Fatalf("CIDRAssigned events: %v %d", err, len(evs.Items))
-	}
+	// Events are recorded asynchronously, as upstream's broadcaster does.
+	var evs *corev1.EventList
+	waitFor(t, "a CIDRAssigned event per node", func() bool {
+		var err error
+		evs, err = cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "reason=CIDRAssigned"})
+		return err == nil && len(evs.Items) >= 2
+	})
 	if evs.Items[0].Source.Component != "node-ipam-controller" || evs.Items[0].Type != corev1.EventTypeNormal {
 		t.Errorf("event source %+v", evs.Items[0].Source)
 	}
