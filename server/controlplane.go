@@ -8,6 +8,7 @@ import (
 
 	"github.com/kelp-project/kelp/server/controllers"
 	"github.com/kelp-project/kelp/server/controllers/nodeipam"
+	"github.com/kelp-project/kelp/server/controllers/replicaset"
 	"github.com/kelp-project/kelp/server/pki"
 )
 
@@ -37,6 +38,7 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 			return err
 		}
 		go ipam.Run(ctx)
+		go replicaset.New(t.Client, t.Informer, t.Recorder("replicaset-controller")).Run(ctx, 5)
 		return nil
 	})
 	return wg.Wait, nil

@@ -1,8 +1,10 @@
 package integration
 
 import (
+	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -43,4 +45,65 @@ func TestControllerManagerLeaseAndNodeIPAM(t *testing.T) {
 	if evs.Items[0].Source.Component != "node-ipam-controller" || evs.Items[0].Type != corev1.EventTypeNormal {
 		t.Errorf("event source %+v", evs.Items[0].Source)
 	}
+}
+
+// The ReplicaSet controller keeps the pod count, replaces a deleted pod
+// and removes the surplus when scaled down.
+func TestReplicaSetController(t *testing.T) {
+	s := startServer(t)
+	cs := s.client()
+	ctx := ctxT(t)
+	replicas := int32(3)
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: appsv1.ReplicaSetSpec{Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox:1.36"}}}}},
+	}
+	if _, err := cs.AppsV1().ReplicaSets("default").Create(ctx, rs, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pods := func() []corev1.Pod {
+		l, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var live []corev1.Pod
+		for _, p := range l.Items {
+			if p.DeletionTimestamp == nil {
+				live = append(live, p)
+			}
+		}
+		return live
+	}
+	waitFor(t, "3 pods", func() bool { return len(pods()) == 3 })
+	first := pods()
+	for _, p := range first {
+		ref := metav1.GetControllerOf(&p)
+		if ref == nil || ref.Kind != "ReplicaSet" || ref.Name != "web" || !strings.HasPrefix(p.Name, "web-") {
+			t.Fatalf("pod %s owner %+v", p.Name, ref)
+		}
+	}
+	if err := cs.CoreV1().Pods("default").Delete(ctx, first[0].Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a replacement pod", func() bool {
+		ps := pods()
+		if len(ps) != 3 {
+			return false
+		}
+		for _, p := range ps {
+			if p.Name == first[0].Name {
+				return false
+			}
+		}
+		return true
+	})
+	waitFor(t, "status.replicas 3", func() bool {
+		got, err := cs.AppsV1().ReplicaSets("default").Get(ctx, "web", metav1.GetOptions{})
+		return err == nil && got.Status.Replicas == 3 && got.Status.ObservedGeneration == got.Generation
+	})
+	s.mustKubectl("scale", "rs", "web", "--replicas=1")
+	waitFor(t, "scale down to 1", func() bool { return len(pods()) == 1 })
 }

@@ -1,0 +1,688 @@
+// Package replicaset is kelp's ReplicaSet controller: keep N pods matching
+// a ReplicaSet's selector. It is a plain client-go API client: shared
+// informers on ReplicaSets and Pods feed a rate-limited queue of
+// namespace/name keys, and sync compares the desired count with the
+// observed pods and takes one step (adopt/release, create or delete, write
+// status). Expectations stop a burst of stale watch events from causing
+// duplicate creates or deletes.
+package replicaset
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	apps "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+)
+
+const (
+	// BurstReplicas caps the creates or deletes done in one sync.
+	BurstReplicas = 500
+	// slowStartInitialBatchSize is the first create batch; batches double.
+	slowStartInitialBatchSize = 1
+
+	// Event reasons (as upstream).
+	SuccessfulCreateReason = "SuccessfulCreate"
+	FailedCreateReason     = "FailedCreate"
+	SuccessfulDeleteReason = "SuccessfulDelete"
+	FailedDeleteReason     = "FailedDelete"
+)
+
+var controllerKind = apps.SchemeGroupVersion.WithKind("ReplicaSet")
+
+// Controller is the ReplicaSet controller.
+type Controller struct {
+	client   kubernetes.Interface
+	factory  informers.SharedInformerFactory
+	recorder record.EventRecorder
+
+	rsLister  appslisters.ReplicaSetLister
+	podLister corelisters.PodLister
+	rsSynced  cache.InformerSynced
+	podSynced cache.InformerSynced
+
+	queue        workqueue.TypedRateLimitingInterface[string]
+	expectations *expectations
+
+	now func() time.Time
+}
+
+// New wires the controller to the factory's ReplicaSet and Pod informers.
+// Run starts the factory (idempotent) and waits for its caches.
+func New(client kubernetes.Interface, factory informers.SharedInformerFactory, recorder record.EventRecorder) *Controller {
+	rsInf := factory.Apps().V1().ReplicaSets()
+	podInf := factory.Core().V1().Pods()
+	c := &Controller{
+		client:    client,
+		factory:   factory,
+		recorder:  recorder,
+		rsLister:  rsInf.Lister(),
+		podLister: podInf.Lister(),
+		rsSynced:  rsInf.Informer().HasSynced,
+		podSynced: podInf.Informer().HasSynced,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "replicaset"},
+		),
+		expectations: newExpectations(),
+		now:          time.Now,
+	}
+	_, _ = rsInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { c.enqueueRS(obj) },
+		UpdateFunc: func(_, cur interface{}) { c.enqueueRS(cur) },
+		DeleteFunc: c.deleteRS,
+	})
+	_, _ = podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.addPod,
+		UpdateFunc: c.updatePod,
+		DeleteFunc: c.deletePod,
+	})
+	return c
+}
+
+// Run starts the informers, waits for cache sync, and runs workers until
+// ctx is done. It returns once the workers have stopped.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	c.factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), c.rsSynced, c.podSynced) {
+		c.queue.ShutDown()
+		return
+	}
+	if workers < 1 {
+		workers = 1
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wait.UntilWithContext(ctx, c.worker, time.Second)
+		}()
+	}
+	<-ctx.Done()
+	c.queue.ShutDown()
+	wg.Wait()
+}
+
+func (c *Controller) worker(ctx context.Context) {
+	for c.processNext(ctx) {
+	}
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	if err := c.sync(ctx, key); err != nil {
+		utilruntime.HandleError(fmt.Errorf("replicaset %q: %w", key, err))
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	return true
+}
+
+// ---- event handlers ----
+
+func (c *Controller) enqueueRS(obj interface{}) {
+	key, err := cache.MetaNamespaceKeyFunc(obj)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	c.queue.Add(key)
+}
+
+func (c *Controller) deleteRS(obj interface{}) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	rs, ok := obj.(*apps.ReplicaSet)
+	if !ok {
+		return
+	}
+	key, err := cache.MetaNamespaceKeyFunc(rs)
+	if err != nil {
+		return
+	}
+	c.expectations.remove(key)
+	c.queue.Add(key)
+}
+
+// resolveControllerRef returns the cached ReplicaSet a controller ref points
+// at, or nil if it is not one of ours (kind, name and UID must match).
+func (c *Controller) resolveControllerRef(ns string, ref *metav1.OwnerReference) *apps.ReplicaSet {
+	if ref.Kind != controllerKind.Kind {
+		return nil
+	}
+	rs, err := c.rsLister.ReplicaSets(ns).Get(ref.Name)
+	if err != nil || rs.UID != ref.UID {
+		return nil
+	}
+	return rs
+}
+
+// matchingReplicaSets returns the ReplicaSets whose selector selects pod.
+func (c *Controller) matchingReplicaSets(pod *v1.Pod) []*apps.ReplicaSet {
+	all, err := c.rsLister.ReplicaSets(pod.Namespace).List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	var out []*apps.ReplicaSet
+	for _, rs := range all {
+		sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
+		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
+			continue
+		}
+		out = append(out, rs)
+	}
+	return out
+}
+
+func (c *Controller) addPod(obj interface{}) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return
+	}
+	if pod.DeletionTimestamp != nil {
+		// Seen already being deleted (e.g. after a restart): a deletion.
+		c.deletePod(pod)
+		return
+	}
+	if ref := metav1.GetControllerOf(pod); ref != nil {
+		rs := c.resolveControllerRef(pod.Namespace, ref)
+		if rs == nil {
+			return
+		}
+		key, _ := cache.MetaNamespaceKeyFunc(rs)
+		c.expectations.creationObserved(key)
+		c.queue.Add(key)
+		return
+	}
+	for _, rs := range c.matchingReplicaSets(pod) {
+		c.enqueueRS(rs)
+	}
+}
+
+func (c *Controller) updatePod(old, cur interface{}) {
+	oldPod, ok1 := old.(*v1.Pod)
+	curPod, ok2 := cur.(*v1.Pod)
+	if !ok1 || !ok2 {
+		return
+	}
+	if curPod.ResourceVersion != "" && curPod.ResourceVersion == oldPod.ResourceVersion {
+		return // periodic resync; nothing changed
+	}
+	labelsChanged := !apiequality.Semantic.DeepEqual(curPod.Labels, oldPod.Labels)
+	if curPod.DeletionTimestamp != nil {
+		// Graceful deletion started: count it as the deletion now, so the
+		// RS does not wait out the grace period to replace it.
+		c.deletePod(curPod)
+		if labelsChanged {
+			c.deletePod(oldPod)
+		}
+		return
+	}
+	curRef, oldRef := metav1.GetControllerOf(curPod), metav1.GetControllerOf(oldPod)
+	refChanged := !apiequality.Semantic.DeepEqual(curRef, oldRef)
+	if refChanged && oldRef != nil {
+		if rs := c.resolveControllerRef(oldPod.Namespace, oldRef); rs != nil {
+			c.enqueueRS(rs)
+		}
+	}
+	if curRef != nil {
+		rs := c.resolveControllerRef(curPod.Namespace, curRef)
+		if rs == nil {
+			return
+		}
+		c.enqueueRS(rs)
+		if rs.Spec.MinReadySeconds > 0 && !isPodReady(oldPod) && isPodReady(curPod) {
+			key, _ := cache.MetaNamespaceKeyFunc(rs)
+			c.queue.AddAfter(key, time.Duration(rs.Spec.MinReadySeconds)*time.Second+time.Second)
+		}
+		return
+	}
+	if labelsChanged || refChanged {
+		for _, rs := range c.matchingReplicaSets(curPod) {
+			c.enqueueRS(rs)
+		}
+	}
+}
+
+func (c *Controller) deletePod(obj interface{}) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return
+	}
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil {
+		return
+	}
+	rs := c.resolveControllerRef(pod.Namespace, ref)
+	if rs == nil {
+		return
+	}
+	key, _ := cache.MetaNamespaceKeyFunc(rs)
+	podKey, _ := cache.MetaNamespaceKeyFunc(pod)
+	c.expectations.deletionObserved(key, podKey)
+	c.queue.Add(key)
+}
+
+// ---- reconcile ----
+
+func (c *Controller) sync(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	rs, err := c.rsLister.ReplicaSets(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		c.expectations.remove(key)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if rs.Spec.Selector == nil {
+		return nil
+	}
+	selector, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
+	if err != nil {
+		utilruntime.HandleError(fmt.Errorf("replicaset %s: bad selector: %w", key, err))
+		return nil
+	}
+	needsSync := c.expectations.satisfied(key)
+
+	all, err := c.podLister.Pods(ns).List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	var active []*v1.Pod
+	var terminating int32
+	for _, p := range all {
+		if isPodActive(p) {
+			active = append(active, p)
+		} else if isPodTerminating(p) {
+			if ref := metav1.GetControllerOf(p); ref != nil && ref.UID == rs.UID {
+				terminating++
+			}
+		}
+	}
+	owned, err := c.claimPods(ctx, rs, selector, active)
+	if err != nil {
+		return err
+	}
+
+	var manageErr error
+	if needsSync && rs.DeletionTimestamp == nil {
+		manageErr = c.manageReplicas(ctx, owned, rs, key)
+	}
+
+	newStatus := c.calculateStatus(rs, owned, terminating, manageErr)
+	updated, err := c.updateStatus(ctx, rs, newStatus)
+	if err != nil {
+		return err
+	}
+	if manageErr == nil && updated.Spec.MinReadySeconds > 0 &&
+		updated.Status.ReadyReplicas == replicasOf(updated) &&
+		updated.Status.AvailableReplicas != replicasOf(updated) {
+		c.queue.AddAfter(key, time.Duration(updated.Spec.MinReadySeconds)*time.Second)
+	}
+	return manageErr
+}
+
+func replicasOf(rs *apps.ReplicaSet) int32 {
+	if rs.Spec.Replicas == nil {
+		return 1
+	}
+	return *rs.Spec.Replicas
+}
+
+// claimPods adopts matching orphans and releases owned pods that no longer
+// match, and returns the active pods this ReplicaSet controls.
+func (c *Controller) claimPods(ctx context.Context, rs *apps.ReplicaSet, sel labels.Selector, pods []*v1.Pod) ([]*v1.Pod, error) {
+	var (
+		claimed   []*v1.Pod
+		errs      []error
+		adoptOnce sync.Once
+		adoptErr  error
+	)
+	// Before the first adoption, recheck with a live read that the RS still
+	// exists with this UID and is not being deleted: the cache may be stale,
+	// and adopting into a dying owner would orphan-then-GC the pods.
+	canAdopt := func() error {
+		adoptOnce.Do(func() {
+			fresh, err := c.client.AppsV1().ReplicaSets(rs.Namespace).Get(ctx, rs.Name, metav1.GetOptions{})
+			if err != nil {
+				adoptErr = err
+				return
+			}
+			if fresh.UID != rs.UID {
+				adoptErr = fmt.Errorf("original ReplicaSet %s/%s is gone: got uid %v, wanted %v", rs.Namespace, rs.Name, fresh.UID, rs.UID)
+				return
+			}
+			if fresh.DeletionTimestamp != nil {
+				adoptErr = fmt.Errorf("%s/%s has just been deleted at %v", rs.Namespace, rs.Name, fresh.DeletionTimestamp)
+			}
+		})
+		return adoptErr
+	}
+	for _, pod := range pods {
+		matches := sel.Matches(labels.Set(pod.Labels))
+		if ref := metav1.GetControllerOf(pod); ref != nil {
+			if ref.UID != rs.UID {
+				continue // another controller's pod
+			}
+			if matches {
+				claimed = append(claimed, pod)
+				continue
+			}
+			if rs.DeletionTimestamp != nil {
+				continue // don't release while being deleted
+			}
+			if err := c.releasePod(ctx, rs, pod); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if !matches || rs.DeletionTimestamp != nil || pod.DeletionTimestamp != nil {
+			continue
+		}
+		if err := canAdopt(); err != nil {
+			errs = append(errs, fmt.Errorf("can't adopt Pod %s/%s (%s): %w", pod.Namespace, pod.Name, pod.UID, err))
+			continue
+		}
+		if err := c.adoptPod(ctx, rs, pod); err != nil {
+			if !apierrors.IsNotFound(err) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		claimed = append(claimed, pod)
+	}
+	return claimed, utilerrors.NewAggregate(errs)
+}
+
+type ownerRefPatch struct {
+	Metadata struct {
+		OwnerReferences []map[string]interface{} `json:"ownerReferences"`
+		UID             types.UID                `json:"uid"`
+	} `json:"metadata"`
+}
+
+func (c *Controller) adoptPod(ctx context.Context, rs *apps.ReplicaSet, pod *v1.Pod) error {
+	var p ownerRefPatch
+	p.Metadata.UID = pod.UID // precondition: the pod we looked at
+	p.Metadata.OwnerReferences = []map[string]interface{}{{
+		"apiVersion":         controllerKind.GroupVersion().String(),
+		"kind":               controllerKind.Kind,
+		"name":               rs.Name,
+		"uid":                rs.UID,
+		"controller":         true,
+		"blockOwnerDeletion": true,
+	}}
+	data, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	_, err = c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{})
+	return err
+}
+
+func (c *Controller) releasePod(ctx context.Context, rs *apps.ReplicaSet, pod *v1.Pod) error {
+	var p ownerRefPatch
+	p.Metadata.UID = pod.UID
+	p.Metadata.OwnerReferences = []map[string]interface{}{{"$patch": "delete", "uid": rs.UID}}
+	data, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	_, err = c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{})
+	return err
+}
+
+// manageReplicas creates or deletes pods to bring len(pods) to the desired
+// count, at most BurstReplicas per sync.
+func (c *Controller) manageReplicas(ctx context.Context, pods []*v1.Pod, rs *apps.ReplicaSet, key string) error {
+	diff := len(pods) - int(replicasOf(rs))
+	switch {
+	case diff < 0:
+		diff = -diff
+		if diff > BurstReplicas {
+			diff = BurstReplicas
+		}
+		// Record before acting: the informer may see a new pod before
+		// Create even returns.
+		c.expectations.expectCreations(key, diff)
+		successes, err := slowStartBatch(diff, slowStartInitialBatchSize, func() error {
+			return c.createPod(ctx, rs)
+		})
+		// Pods never created will never be observed.
+		for i := 0; i < diff-successes; i++ {
+			c.expectations.creationObserved(key)
+		}
+		return err
+	case diff > 0:
+		if diff > BurstReplicas {
+			diff = BurstReplicas
+		}
+		victims := podsToDelete(pods, diff)
+		keys := make([]string, 0, len(victims))
+		for _, p := range victims {
+			k, _ := cache.MetaNamespaceKeyFunc(p)
+			keys = append(keys, k)
+		}
+		c.expectations.expectDeletions(key, keys)
+		errCh := make(chan error, len(victims))
+		var wg sync.WaitGroup
+		for i, p := range victims {
+			wg.Add(1)
+			go func(p *v1.Pod, podKey string) {
+				defer wg.Done()
+				if err := c.deletePodAPI(ctx, rs, p); err != nil {
+					// This deletion will not be observed.
+					c.expectations.deletionObserved(key, podKey)
+					if !apierrors.IsNotFound(err) {
+						errCh <- err
+					}
+				}
+			}(p, keys[i])
+		}
+		wg.Wait()
+		close(errCh)
+		for err := range errCh {
+			return err // first error is enough; the rest are in events
+		}
+	}
+	return nil
+}
+
+// slowStartBatch calls fn count times in batches of 1, 2, 4, ... and stops
+// after the first batch with an error, so a failing create (quota, bad
+// template) costs one call instead of hundreds. Returns the successes.
+func slowStartBatch(count, initial int, fn func() error) (int, error) {
+	remaining := count
+	successes := 0
+	for batch := min(remaining, initial); batch > 0; batch = min(2*batch, remaining) {
+		errCh := make(chan error, batch)
+		var wg sync.WaitGroup
+		wg.Add(batch)
+		for i := 0; i < batch; i++ {
+			go func() {
+				defer wg.Done()
+				if err := fn(); err != nil {
+					errCh <- err
+				}
+			}()
+		}
+		wg.Wait()
+		successes += batch - len(errCh)
+		if len(errCh) > 0 {
+			return successes, <-errCh
+		}
+		remaining -= batch
+	}
+	return successes, nil
+}
+
+func (c *Controller) podFromTemplate(rs *apps.ReplicaSet) *v1.Pod {
+	t := &rs.Spec.Template
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:    rs.Namespace,
+			GenerateName: rs.Name + "-",
+			Labels:       map[string]string{},
+			Annotations:  map[string]string{},
+			OwnerReferences: []metav1.OwnerReference{
+				*metav1.NewControllerRef(rs, controllerKind),
+			},
+		},
+		Spec: *t.Spec.DeepCopy(),
+	}
+	for k, v := range t.Labels {
+		pod.Labels[k] = v
+	}
+	for k, v := range t.Annotations {
+		pod.Annotations[k] = v
+	}
+	if len(t.Finalizers) > 0 {
+		pod.Finalizers = append([]string(nil), t.Finalizers...)
+	}
+	return pod
+}
+
+func (c *Controller) createPod(ctx context.Context, rs *apps.ReplicaSet) error {
+	pod := c.podFromTemplate(rs)
+	if len(pod.Labels) == 0 {
+		return fmt.Errorf("unable to create pods, no labels")
+	}
+	created, err := c.client.CoreV1().Pods(rs.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		if apierrors.HasStatusCause(err, v1.NamespaceTerminatingCause) {
+			// Namespace is going away: nothing to report; the pod will
+			// never be observed, and the caller counts this as success, so
+			// lower the expectation here.
+			key, _ := cache.MetaNamespaceKeyFunc(rs)
+			c.expectations.creationObserved(key)
+			return nil
+		}
+		c.recorder.Eventf(rs, v1.EventTypeWarning, FailedCreateReason, "Error creating: %v", err)
+		return err
+	}
+	c.recorder.Eventf(rs, v1.EventTypeNormal, SuccessfulCreateReason, "Created pod: %v", created.Name)
+	return nil
+}
+
+func (c *Controller) deletePodAPI(ctx context.Context, rs *apps.ReplicaSet, pod *v1.Pod) error {
+	err := c.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{})
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return err
+		}
+		c.recorder.Eventf(rs, v1.EventTypeWarning, FailedDeleteReason, "Error deleting: %v", err)
+		return fmt.Errorf("unable to delete pods: %w", err)
+	}
+	c.recorder.Eventf(rs, v1.EventTypeNormal, SuccessfulDeleteReason, "Deleted pod: %v", pod.Name)
+	return nil
+}
+
+// ---- status ----
+
+func (c *Controller) calculateStatus(rs *apps.ReplicaSet, pods []*v1.Pod, terminating int32, manageErr error) apps.ReplicaSetStatus {
+	st := *rs.Status.DeepCopy()
+	templateSel := labels.SelectorFromSet(rs.Spec.Template.Labels)
+	now := c.now()
+	var fully, ready, available int32
+	for _, p := range pods {
+		if templateSel.Matches(labels.Set(p.Labels)) {
+			fully++
+		}
+		if isPodReady(p) {
+			ready++
+			if isPodAvailable(p, rs.Spec.MinReadySeconds, now) {
+				available++
+			}
+		}
+	}
+	st.Replicas = int32(len(pods))
+	st.FullyLabeledReplicas = fully
+	st.ReadyReplicas = ready
+	st.AvailableReplicas = available
+	st.TerminatingReplicas = &terminating
+	st.ObservedGeneration = rs.Generation
+
+	idx := -1
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == apps.ReplicaSetReplicaFailure {
+			idx = i
+		}
+	}
+	if manageErr != nil && idx < 0 {
+		reason := FailedCreateReason
+		if len(pods)-int(replicasOf(rs)) > 0 {
+			reason = FailedDeleteReason
+		}
+		st.Conditions = append(st.Conditions, apps.ReplicaSetCondition{
+			Type:               apps.ReplicaSetReplicaFailure,
+			Status:             v1.ConditionTrue,
+			LastTransitionTime: metav1.NewTime(now),
+			Reason:             reason,
+			Message:            manageErr.Error(),
+		})
+	} else if manageErr == nil && idx >= 0 {
+		st.Conditions = append(st.Conditions[:idx:idx], st.Conditions[idx+1:]...)
+		if len(st.Conditions) == 0 {
+			st.Conditions = nil
+		}
+	}
+	return st
+}
+
+// updateStatus writes status through the status subresource only when it
+// changed, retrying once against a fresh copy on conflict.
+func (c *Controller) updateStatus(ctx context.Context, rs *apps.ReplicaSet, st apps.ReplicaSetStatus) (*apps.ReplicaSet, error) {
+	if apiequality.Semantic.DeepEqual(rs.Status, st) {
+		return rs, nil
+	}
+	cur := rs.DeepCopy()
+	var lastErr error
+	for attempt := 0; attempt < 2; attempt++ {
+		cur.Status = st
+		cur.Status.ObservedGeneration = cur.Generation
+		updated, err := c.client.AppsV1().ReplicaSets(cur.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		if err == nil {
+			return updated, nil
+		}
+		lastErr = err
+		fresh, gerr := c.client.AppsV1().ReplicaSets(cur.Namespace).Get(ctx, cur.Name, metav1.GetOptions{})
+		if gerr != nil {
+			return nil, err
+		}
+		cur = fresh
+	}
+	return nil, lastErr
+}
