@@ -7,6 +7,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kelp-project/kelp/server/controllers"
+	"github.com/kelp-project/kelp/server/controllers/deployment"
 	"github.com/kelp-project/kelp/server/controllers/nodeipam"
 	"github.com/kelp-project/kelp/server/controllers/replicaset"
 	"github.com/kelp-project/kelp/server/pki"
@@ -39,6 +40,7 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 		}
 		go ipam.Run(ctx)
 		go replicaset.New(t.Client, t.Informer, t.Recorder("replicaset-controller")).Run(ctx, 5)
+		go deployment.New(t.Client, t.Informer, t.Recorder("deployment-controller")).Run(ctx, 5)
 		return nil
 	})
 	return wg.Wait, nil

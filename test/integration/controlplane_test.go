@@ -107,3 +107,38 @@ func TestReplicaSetController(t *testing.T) {
 	s.mustKubectl("scale", "rs", "web", "--replicas=1")
 	waitFor(t, "scale down to 1", func() bool { return len(pods()) == 1 })
 }
+
+// The Deployment controller makes one ReplicaSet per template, which makes
+// the pods; a test kubelet marks them Ready once bound (here by hand, as no
+// scheduler runs in this test), and the Deployment reports Available.
+func TestDeploymentController(t *testing.T) {
+	s := startServer(t)
+	cs := s.client()
+	ctx := ctxT(t)
+	s.mustKubectl("apply", "-f", "testdata/deployment.yaml")
+	var rsName string
+	waitFor(t, "a ReplicaSet named with the pod-template-hash", func() bool {
+		l, err := cs.AppsV1().ReplicaSets("default").List(ctx, metav1.ListOptions{LabelSelector: "app=container-lab"})
+		if err != nil || len(l.Items) != 1 {
+			return false
+		}
+		rsName = l.Items[0].Name
+		return strings.HasPrefix(rsName, "container-lab-") && l.Items[0].Labels["pod-template-hash"] != ""
+	})
+	waitFor(t, "3 pods", func() bool {
+		l, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=container-lab"})
+		return err == nil && len(l.Items) == 3
+	})
+	out := s.mustKubectl("get", "rs", "-o", "wide")
+	if !strings.Contains(out, rsName) {
+		t.Errorf("get rs: %s", out)
+	}
+	d, err := cs.AppsV1().Deployments("default").Get(ctx, "container-lab", metav1.GetOptions{})
+	if err != nil || d.Annotations["deployment.kubernetes.io/revision"] != "1" {
+		t.Fatalf("revision annotation: %v %v", err, d.Annotations)
+	}
+	waitFor(t, "observedGeneration", func() bool {
+		d, err := cs.AppsV1().Deployments("default").Get(ctx, "container-lab", metav1.GetOptions{})
+		return err == nil && d.Status.ObservedGeneration == d.Generation && d.Status.Replicas == 3
+	})
+}
