@@ -11,17 +11,22 @@ import (
 	"github.com/kelp-project/kelp/server/controllers/nodeipam"
 	"github.com/kelp-project/kelp/server/controllers/replicaset"
 	"github.com/kelp-project/kelp/server/pki"
+	"github.com/kelp-project/kelp/server/scheduler"
 )
 
 // nodeCIDRMaskSize is the size of each node's pod CIDR, as k3s uses.
 const nodeCIDRMaskSize = 24
 
-// startControlLoops runs kube-controller-manager's loops as one
-// leader-elected component, each an API client with its own identity,
+// startControlLoops runs kube-controller-manager's loops and the scheduler
+// as two leader-elected components, each an API client with its own identity,
 // talking to the API server over loopback HTTPS like any other client. The
 // returned wait blocks until they have stopped.
 func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL string) (wait func(), err error) {
 	kcm, err := ca.RESTConfig(apiURL, "system:kube-controller-manager", nil)
+	if err != nil {
+		return nil, err
+	}
+	sched, err := ca.RESTConfig(apiURL, "system:kube-scheduler", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -41,6 +46,10 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 		go ipam.Run(ctx)
 		go replicaset.New(t.Client, t.Informer, t.Recorder("replicaset-controller")).Run(ctx, 5)
 		go deployment.New(t.Client, t.Informer, t.Recorder("deployment-controller")).Run(ctx, 5)
+		return nil
+	})
+	run("kube-scheduler", sched, func(ctx context.Context, t *controllers.Toolkit) error {
+		go scheduler.New(t.Client, t.Informer, t.Recorder(scheduler.SchedulerName)).Run(ctx)
 		return nil
 	})
 	return wg.Wait, nil

@@ -142,3 +142,41 @@ func TestDeploymentController(t *testing.T) {
 		return err == nil && d.Status.ObservedGeneration == d.Generation && d.Status.Replicas == 3
 	})
 }
+
+// The seed's Deployment end to end through the control loops: a
+// ReplicaSet, 3 pods spread over 3 nodes by the scheduler, Ready through
+// the test kubelet, and `kubectl rollout status` returns.
+func TestApplySpreadAndRollout(t *testing.T) {
+	s := startServer(t)
+	cs := s.client()
+	ctx := ctxT(t)
+	startFakeKubelet(t, cs, "node-1", "node-2", "node-3")
+	s.mustKubectl("apply", "-f", "testdata/deployment.yaml")
+	out, err := s.kubectl("rollout", "status", "deployment/container-lab", "--timeout=60s")
+	if err != nil || !strings.Contains(out, `deployment "container-lab" successfully rolled out`) {
+		t.Fatalf("rollout status: %v\n%s", err, out)
+	}
+	l, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=container-lab"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	perNode := map[string]int{}
+	for _, p := range l.Items {
+		perNode[p.Spec.NodeName]++
+	}
+	if len(perNode) != 3 || perNode["node-1"] != 1 || perNode["node-2"] != 1 || perNode["node-3"] != 1 {
+		t.Errorf("pods per node %v, want one on each of 3 nodes", perNode)
+	}
+	evs, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "reason=Scheduled"})
+	if err != nil || len(evs.Items) < 3 {
+		t.Errorf("Scheduled events: %v %d", err, len(evs.Items))
+	}
+	s.mustKubectl("scale", "deploy", "container-lab", "--replicas=5")
+	if out, err := s.kubectl("rollout", "status", "deployment/container-lab", "--timeout=60s"); err != nil {
+		t.Fatalf("rollout status after scale to 5: %v\n%s", err, out)
+	}
+	d, _ := cs.AppsV1().Deployments("default").Get(ctx, "container-lab", metav1.GetOptions{})
+	if d.Status.AvailableReplicas != 5 {
+		t.Errorf("available %d after scaling to 5", d.Status.AvailableReplicas)
+	}
+}

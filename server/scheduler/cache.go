@@ -1,0 +1,115 @@
+package scheduler
+
+import (
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// cache holds nodes and the pods bound or assumed on them. Pods may refer
+// to nodes the cache does not know yet; their nodeInfo is then created
+// without a node object and is ignored for scheduling until the node
+// arrives.
+type cache struct {
+	mu      sync.Mutex
+	nodes   map[string]*nodeInfo
+	podNode map[types.UID]string // pod -> node it is accounted on
+	assumed map[types.UID]bool
+}
+
+func newCache() *cache {
+	return &cache{
+		nodes:   map[string]*nodeInfo{},
+		podNode: map[types.UID]string{},
+		assumed: map[types.UID]bool{},
+	}
+}
+
+func (c *cache) nodeInfoLocked(name string) *nodeInfo {
+	ni := c.nodes[name]
+	if ni == nil {
+		ni = newNodeInfo()
+		c.nodes[name] = ni
+	}
+	return ni
+}
+
+func (c *cache) addOrUpdateNode(node *v1.Node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.nodeInfoLocked(node.Name).setNode(node)
+}
+
+func (c *cache) removeNode(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ni := c.nodes[name]
+	if ni == nil {
+		return
+	}
+	if len(ni.pods) == 0 {
+		delete(c.nodes, name)
+		return
+	}
+	ni.node = nil // keep pod accounting until the pods go away
+}
+
+// addOrUpdatePod accounts a bound pod (spec.nodeName set). It replaces any
+// assumption made for it.
+func (c *cache) addOrUpdatePod(pod *v1.Pod) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.removePodLocked(pod.UID)
+	delete(c.assumed, pod.UID)
+	c.nodeInfoLocked(pod.Spec.NodeName).addPod(newPodInfo(pod))
+	c.podNode[pod.UID] = pod.Spec.NodeName
+}
+
+func (c *cache) removePod(uid types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.removePodLocked(uid)
+	delete(c.assumed, uid)
+}
+
+func (c *cache) removePodLocked(uid types.UID) {
+	name, ok := c.podNode[uid]
+	if !ok {
+		return
+	}
+	delete(c.podNode, uid)
+	if ni := c.nodes[name]; ni != nil {
+		ni.removePod(uid)
+		if ni.node == nil && len(ni.pods) == 0 {
+			delete(c.nodes, name)
+		}
+	}
+}
+
+// assumeLocked records pod as placed on node before the binding is written.
+func (c *cache) assumeLocked(pi *podInfo, node string) {
+	c.removePodLocked(pi.pod.UID)
+	c.nodeInfoLocked(node).addPod(pi)
+	c.podNode[pi.pod.UID] = node
+	c.assumed[pi.pod.UID] = true
+}
+
+// forget drops an assumption (bind failed). A pod the informer has
+// meanwhile confirmed as bound is left alone.
+func (c *cache) forget(uid types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.assumed[uid] {
+		return
+	}
+	delete(c.assumed, uid)
+	c.removePodLocked(uid)
+}
+
+func (c *cache) isAccounted(uid types.UID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.podNode[uid]
+	return ok
+}

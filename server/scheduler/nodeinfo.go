@@ -1,0 +1,211 @@
+package scheduler
+
+import (
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	resourcehelper "k8s.io/component-helpers/resource"
+)
+
+// Default requests used for scoring containers that request nothing, as
+// upstream (DefaultMilliCPURequest / DefaultMemoryRequest).
+const (
+	defaultMilliCPURequest int64 = 100
+	defaultMemoryRequest   int64 = 200 * 1024 * 1024
+)
+
+var nonZeroDefaults = v1.ResourceList{
+	v1.ResourceCPU:    *newMilli(defaultMilliCPURequest),
+	v1.ResourceMemory: *newInt(defaultMemoryRequest),
+}
+
+// resources is a flattened resource vector.
+type resources struct {
+	MilliCPU         int64
+	Memory           int64
+	EphemeralStorage int64
+	Scalar           map[v1.ResourceName]int64
+}
+
+func (r *resources) add(o *resources) {
+	r.MilliCPU += o.MilliCPU
+	r.Memory += o.Memory
+	r.EphemeralStorage += o.EphemeralStorage
+	for k, v := range o.Scalar {
+		if r.Scalar == nil {
+			r.Scalar = map[v1.ResourceName]int64{}
+		}
+		r.Scalar[k] += v
+	}
+}
+
+func (r *resources) sub(o *resources) {
+	r.MilliCPU -= o.MilliCPU
+	r.Memory -= o.Memory
+	r.EphemeralStorage -= o.EphemeralStorage
+	for k, v := range o.Scalar {
+		if r.Scalar != nil {
+			r.Scalar[k] -= v
+		}
+	}
+}
+
+func resourcesFromList(l v1.ResourceList) resources {
+	var r resources
+	for name, q := range l {
+		switch name {
+		case v1.ResourceCPU:
+			r.MilliCPU = q.MilliValue()
+		case v1.ResourceMemory:
+			r.Memory = q.Value()
+		case v1.ResourceEphemeralStorage:
+			r.EphemeralStorage = q.Value()
+		case v1.ResourcePods:
+			// handled separately (pod count)
+		default:
+			if r.Scalar == nil {
+				r.Scalar = map[v1.ResourceName]int64{}
+			}
+			r.Scalar[name] = q.Value()
+		}
+	}
+	return r
+}
+
+// podInfo holds precomputed scheduling data of one pod.
+type podInfo struct {
+	pod      *v1.Pod
+	request  resources // max(sum containers, max init) + overhead
+	nonZero  resources // same, with defaults for unset cpu/memory (scoring only)
+	ports    []hostPort
+	ownerUID types.UID // controller owner, "" if none
+}
+
+type hostPort struct {
+	ip       string
+	protocol v1.Protocol
+	port     int32
+}
+
+func newPodInfo(pod *v1.Pod) *podInfo {
+	pi := &podInfo{pod: pod}
+	pi.request = resourcesFromList(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}))
+	nz := resourcesFromList(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{NonMissingContainerRequests: nonZeroDefaults}))
+	pi.nonZero = resources{MilliCPU: nz.MilliCPU, Memory: nz.Memory}
+	pi.ports = podHostPorts(pod)
+	for _, ref := range pod.OwnerReferences {
+		if ref.Controller != nil && *ref.Controller {
+			pi.ownerUID = ref.UID
+			break
+		}
+	}
+	return pi
+}
+
+func podHostPorts(pod *v1.Pod) []hostPort {
+	var out []hostPort
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			if p.HostPort <= 0 {
+				continue
+			}
+			out = append(out, normalizePort(p))
+		}
+	}
+	return out
+}
+
+func normalizePort(p v1.ContainerPort) hostPort {
+	ip := p.HostIP
+	if ip == "" {
+		ip = "0.0.0.0"
+	}
+	proto := p.Protocol
+	if proto == "" {
+		proto = v1.ProtocolTCP
+	}
+	return hostPort{ip: ip, protocol: proto, port: p.HostPort}
+}
+
+// nodeInfo is the cached state of one node.
+type nodeInfo struct {
+	node        *v1.Node
+	allocatable resources
+	allowedPods int64
+	pods        map[types.UID]*podInfo
+	requested   resources
+	nonZeroReq  resources
+	usedPorts   map[hostPort]int
+	ownerCount  map[types.UID]int
+}
+
+func newNodeInfo() *nodeInfo {
+	return &nodeInfo{
+		pods:       map[types.UID]*podInfo{},
+		usedPorts:  map[hostPort]int{},
+		ownerCount: map[types.UID]int{},
+	}
+}
+
+func (n *nodeInfo) setNode(node *v1.Node) {
+	n.node = node
+	n.allocatable = resourcesFromList(node.Status.Allocatable)
+	n.allowedPods = 0
+	if q, ok := node.Status.Allocatable[v1.ResourcePods]; ok {
+		n.allowedPods = q.Value()
+	}
+}
+
+func (n *nodeInfo) addPod(pi *podInfo) {
+	n.pods[pi.pod.UID] = pi
+	n.requested.add(&pi.request)
+	n.nonZeroReq.add(&pi.nonZero)
+	for _, p := range pi.ports {
+		n.usedPorts[p]++
+	}
+	if pi.ownerUID != "" {
+		n.ownerCount[pi.ownerUID]++
+	}
+}
+
+func (n *nodeInfo) removePod(uid types.UID) bool {
+	pi, ok := n.pods[uid]
+	if !ok {
+		return false
+	}
+	delete(n.pods, uid)
+	n.requested.sub(&pi.request)
+	n.nonZeroReq.sub(&pi.nonZero)
+	for _, p := range pi.ports {
+		if n.usedPorts[p]--; n.usedPorts[p] <= 0 {
+			delete(n.usedPorts, p)
+		}
+	}
+	if pi.ownerUID != "" {
+		if n.ownerCount[pi.ownerUID]--; n.ownerCount[pi.ownerUID] <= 0 {
+			delete(n.ownerCount, pi.ownerUID)
+		}
+	}
+	return true
+}
+
+// portConflict reports whether want conflicts with a used port, with the
+// upstream rule that 0.0.0.0 conflicts with every IP of the same
+// protocol/port.
+func (n *nodeInfo) portConflict(want hostPort) bool {
+	if len(n.usedPorts) == 0 {
+		return false
+	}
+	if want.ip == "0.0.0.0" {
+		for used := range n.usedPorts {
+			if used.port == want.port && used.protocol == want.protocol {
+				return true
+			}
+		}
+		return false
+	}
+	if n.usedPorts[want] > 0 {
+		return true
+	}
+	any := hostPort{ip: "0.0.0.0", protocol: want.protocol, port: want.port}
+	return n.usedPorts[any] > 0
+}

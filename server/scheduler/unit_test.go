@@ -1,0 +1,110 @@
+package scheduler
+
+import (
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func deleteOpts() metav1.DeleteOptions { return metav1.DeleteOptions{} }
+
+func TestBackoffDuration(t *testing.T) {
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second}
+	for i, w := range want {
+		if got := backoffDuration(i + 1); got != w {
+			t.Errorf("attempt %d: got %v want %v", i+1, got, w)
+		}
+	}
+}
+
+func TestPodRequestsInitAndOverhead(t *testing.T) {
+	p := makePod("p", "500m", "100Mi")
+	p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: "b", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{
+		v1.ResourceCPU: resource.MustParse("500m"), v1.ResourceMemory: resource.MustParse("100Mi"),
+	}}})
+	p.Spec.InitContainers = []v1.Container{{Name: "init", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{
+		v1.ResourceCPU: resource.MustParse("1500m"), v1.ResourceMemory: resource.MustParse("50Mi"),
+	}}}}
+	p.Spec.Overhead = v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("10Mi")}
+	pi := newPodInfo(p)
+	if pi.request.MilliCPU != 1600 {
+		t.Errorf("cpu = %dm, want 1600m (max(1000,1500)+100)", pi.request.MilliCPU)
+	}
+	if pi.request.Memory != 210*1024*1024 {
+		t.Errorf("memory = %d, want 210Mi (max(200Mi,50Mi)+10Mi)", pi.request.Memory)
+	}
+	empty := newPodInfo(makePod("e", "", ""))
+	if empty.request.MilliCPU != 0 || empty.nonZero.MilliCPU != defaultMilliCPURequest || empty.nonZero.Memory != defaultMemoryRequest {
+		t.Errorf("best-effort pod: request %+v nonZero %+v", empty.request, empty.nonZero)
+	}
+}
+
+func TestQueueBackoffAndUnschedulable(t *testing.T) {
+	now := time.Unix(1000, 0)
+	q := newSchedulingQueue(func() time.Time { return now })
+	p := makePod("p", "", "")
+	q.add("default/p", p)
+	qp := q.pop()
+	q.requeue(qp, true)
+	if a, b, u, f := q.counts(); a != 0 || b != 0 || u != 1 || f != 0 {
+		t.Fatalf("after unschedulable: active=%d backoff=%d unsched=%d inflight=%d", a, b, u, f)
+	}
+	// A cluster event inside the backoff window moves it to backoff, not active.
+	now = now.Add(500 * time.Millisecond)
+	q.moveAllUnschedulable()
+	if a, b, u, _ := q.counts(); a != 0 || b != 1 || u != 0 {
+		t.Fatalf("after event: active=%d backoff=%d unsched=%d", a, b, u)
+	}
+	now = now.Add(600 * time.Millisecond)
+	q.flush()
+	if a, b, _, _ := q.counts(); a != 1 || b != 0 {
+		t.Fatalf("after backoff expiry: active=%d backoff=%d", a, b)
+	}
+	qp = q.pop()
+	if qp.attempts != 2 {
+		t.Fatalf("attempts = %d", qp.attempts)
+	}
+	// A move request during the attempt sends a failure to backoff.
+	q.moveAllUnschedulable()
+	q.requeue(qp, true)
+	if _, b, u, _ := q.counts(); b != 1 || u != 0 {
+		t.Fatalf("event during attempt: backoff=%d unsched=%d", b, u)
+	}
+	now = now.Add(1500 * time.Millisecond) // 2nd backoff is 2s
+	q.flush()
+	if a, _, _, _ := q.counts(); a != 0 {
+		t.Fatal("left backoff before 2s")
+	}
+	now = now.Add(600 * time.Millisecond)
+	q.flush()
+	if a, _, _, _ := q.counts(); a != 1 {
+		t.Fatal("did not leave backoff after 2s")
+	}
+	q.delete("default/p")
+	if a, b, u, f := q.counts(); a+b+u+f != 0 {
+		t.Fatal("delete left the pod queued")
+	}
+}
+
+func TestPortConflictRules(t *testing.T) {
+	ni := newNodeInfo()
+	ni.addPod(&podInfo{pod: makePod("a", "", ""), ports: []hostPort{{ip: "10.0.0.1", protocol: v1.ProtocolTCP, port: 80}}})
+	cases := []struct {
+		p    hostPort
+		want bool
+	}{
+		{hostPort{"10.0.0.1", v1.ProtocolTCP, 80}, true},
+		{hostPort{"0.0.0.0", v1.ProtocolTCP, 80}, true},
+		{hostPort{"10.0.0.2", v1.ProtocolTCP, 80}, false},
+		{hostPort{"10.0.0.1", v1.ProtocolUDP, 80}, false},
+		{hostPort{"10.0.0.1", v1.ProtocolTCP, 81}, false},
+	}
+	for _, c := range cases {
+		if got := ni.portConflict(c.p); got != c.want {
+			t.Errorf("%+v: got %v want %v", c.p, got, c.want)
+		}
+	}
+}
