@@ -8,8 +8,10 @@ import (
 
 	"github.com/kelp-project/kelp/server/controllers"
 	"github.com/kelp-project/kelp/server/controllers/deployment"
+	"github.com/kelp-project/kelp/server/controllers/namespace"
 	"github.com/kelp-project/kelp/server/controllers/nodeipam"
 	"github.com/kelp-project/kelp/server/controllers/replicaset"
+	"github.com/kelp-project/kelp/server/controllers/serviceaccount"
 	"github.com/kelp-project/kelp/server/pki"
 	"github.com/kelp-project/kelp/server/scheduler"
 )
@@ -46,6 +48,13 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 		go ipam.Run(ctx)
 		go replicaset.New(t.Client, t.Informer, t.Recorder("replicaset-controller")).Run(ctx, 5)
 		go deployment.New(t.Client, t.Informer, t.Recorder("deployment-controller")).Run(ctx, 5)
+		go serviceaccount.New(t.Client, t.Informer).Run(ctx, 2)
+		go serviceaccount.NewRootCAPublisher(t.Client, t.Informer, ca.CertPEM).Run(ctx, 2)
+		ns, err := namespace.NewForConfig(t.Config, t.Client, t.Informer)
+		if err != nil {
+			return err
+		}
+		go ns.Run(ctx, 2)
 		return nil
 	})
 	run("kube-scheduler", sched, func(ctx context.Context, t *controllers.Toolkit) error {

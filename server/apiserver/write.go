@@ -195,6 +195,14 @@ func (s *Server) updateObject(ctx context.Context, sv *served, info requestInfo,
 			return nil, err
 		}
 		releases = append(releases, release)
+		// A terminating namespace whose finalizers are all gone is
+		// deleted by this write (storage removes objects whose deletion
+		// is complete). Set after validation: it is the server's doing,
+		// not a metadata change by the client.
+		if ns, ok := obj.(*corev1.Namespace); ok && ns.DeletionTimestamp != nil && len(ns.Spec.Finalizers) == 0 && len(ns.Finalizers) == 0 {
+			zero := int64(0)
+			ns.DeletionGracePeriodSeconds = &zero
+		}
 		return obj, nil
 	}, dry)
 	if err != nil {
@@ -252,10 +260,6 @@ func (s *Server) prepareUpdate(sv *served, info requestInfo, subresource string,
 			// spec.finalizers change only through /finalize.
 			registry.CopySpec(obj, cur)
 		}
-	}
-	if ns, ok := obj.(*corev1.Namespace); ok && ns.DeletionTimestamp != nil && len(ns.Spec.Finalizers) == 0 && len(ns.Finalizers) == 0 {
-		zero := int64(0)
-		ns.DeletionGracePeriodSeconds = &zero
 	}
 	// Carries allocated Service values over when the client omitted them.
 	defaults.ApplyUpdate(obj, cur)

@@ -6,10 +6,9 @@ import (
 
 // namespace combines SetDefaults_Namespace (the immutable
 // kubernetes.io/metadata.name label), SetDefaults_NamespaceStatus (phase
-// Active) and the namespace strategy's PrepareForCreate, which installs the
-// "kubernetes" finalizer so the namespace controller can empty it before it
-// is removed. The finalizer is only added when spec.finalizers is empty, so
-// a client that deliberately lists other finalizers keeps its list.
+// Active). The "kubernetes" finalizer is the registry's to add on create
+// (registry.prepareNamespace), as upstream's strategy does: defaulting it
+// here would undo a /finalize that empties the list.
 func namespace(ns *corev1.Namespace) {
 	// Nameless namespaces (generateName) get the label once named.
 	if ns.Name != "" {
@@ -17,9 +16,6 @@ func namespace(ns *corev1.Namespace) {
 			ns.Labels = map[string]string{}
 		}
 		ns.Labels[corev1.LabelMetadataName] = ns.Name
-	}
-	if len(ns.Spec.Finalizers) == 0 {
-		ns.Spec.Finalizers = []corev1.FinalizerName{corev1.FinalizerKubernetes}
 	}
 	if ns.Status.Phase == "" {
 		ns.Status.Phase = corev1.NamespaceActive

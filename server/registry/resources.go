@@ -176,9 +176,17 @@ func eventFields(o runtime.Object) fields.Set {
 	}
 }
 
+// prepareNamespace gives a new namespace the "kubernetes" finalizer, which
+// the namespace controller removes once the namespace is empty.
 func prepareNamespace(o runtime.Object) {
 	ns := o.(*corev1.Namespace)
 	ns.Status.Phase = corev1.NamespaceActive
+	for _, f := range ns.Spec.Finalizers {
+		if f == corev1.FinalizerKubernetes {
+			return
+		}
+	}
+	ns.Spec.Finalizers = append(ns.Spec.Finalizers, corev1.FinalizerKubernetes)
 }
 
 func preparePod(o runtime.Object) {

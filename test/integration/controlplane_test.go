@@ -180,3 +180,35 @@ func TestApplySpreadAndRollout(t *testing.T) {
 		t.Errorf("available %d after scaling to 5", d.Status.AvailableReplicas)
 	}
 }
+
+// Every namespace gets its default ServiceAccount and kube-root-ca.crt;
+// deleting a namespace full of objects empties it, and it disappears.
+func TestNamespaceLifecycle(t *testing.T) {
+	s := startServer(t)
+	cs := s.client()
+	ctx := ctxT(t)
+	s.mustKubectl("create", "namespace", "team")
+	waitFor(t, "default ServiceAccount and kube-root-ca.crt", func() bool {
+		_, e1 := cs.CoreV1().ServiceAccounts("team").Get(ctx, "default", metav1.GetOptions{})
+		cm, e2 := cs.CoreV1().ConfigMaps("team").Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+		return e1 == nil && e2 == nil && strings.Contains(cm.Data["ca.crt"], "BEGIN CERTIFICATE")
+	})
+	s.mustKubectl("-n", "team", "create", "configmap", "a", "--from-literal=x=1")
+	s.mustKubectl("-n", "team", "create", "secret", "generic", "s", "--from-literal=x=1")
+	s.mustKubectl("-n", "team", "apply", "-f", "testdata/deployment.yaml", "-f", "testdata/service.yaml")
+	out, err := s.kubectl("delete", "namespace", "team", "--timeout=60s")
+	if err != nil || !strings.Contains(out, `namespace "team" deleted`) {
+		t.Fatalf("delete namespace: %v\n%s", err, out)
+	}
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, "team", metav1.GetOptions{}); err == nil {
+		t.Fatal("namespace still exists after kubectl delete returned")
+	}
+	for _, r := range []string{"configmaps", "secrets", "deployments", "services", "serviceaccounts"} {
+		if out := s.mustKubectl("-n", "team", "get", r, "-o", "name"); strings.TrimSpace(out) != "" {
+			t.Errorf("%s left in the deleted namespace: %s", r, out)
+		}
+	}
+	if out, err := s.kubectl("delete", "namespace", "kube-system"); err == nil || !strings.Contains(out, "forbidden") {
+		t.Errorf("kube-system must not be deletable: %v %s", err, out)
+	}
+}
