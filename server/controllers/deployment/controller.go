@@ -7,7 +7,6 @@ package deployment
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	apps "k8s.io/api/apps/v1"
@@ -16,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
@@ -24,6 +22,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/kelp-project/kelp/server/controllers"
 )
 
 var controllerKind = apps.SchemeGroupVersion.WithKind("Deployment")
@@ -57,9 +57,8 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 		rsLister:  rsInf.Lister(),
 		podLister: podInf.Lister(),
 		synced:    []cache.InformerSynced{dInf.Informer().HasSynced, rsInf.Informer().HasSynced, podInf.Informer().HasSynced},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "deployment"}),
-		now: time.Now,
+		queue:     controllers.NewQueue("deployment"),
+		now:       time.Now,
 	}
 	dInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueue,
@@ -84,38 +83,8 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 
 // Run waits for the informer caches, then runs workers until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer utilruntime.HandleCrash()
-	defer c.queue.ShutDown()
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return
-	}
-	if workers < 1 {
-		workers = 1
-	}
-	for i := 0; i < workers; i++ {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
-	}
-	<-ctx.Done()
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for c.processNext(ctx) {
-	}
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.syncDeployment(ctx, key); err != nil {
-		utilruntime.HandleError(fmt.Errorf("syncing deployment %q: %w", key, err))
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
+	loop := controllers.Loop{Name: "deployment", Queue: c.queue, Synced: c.synced, Sync: c.syncDeployment}
+	loop.Run(ctx, workers)
 }
 
 func (c *Controller) enqueue(obj interface{}) {

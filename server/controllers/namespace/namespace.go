@@ -20,9 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -32,7 +30,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/klog/v2"
+
+	"github.com/kelp-project/kelp/server/controllers"
 )
 
 // FinalizerKubernetes is the spec.finalizers entry owned by this controller.
@@ -82,13 +81,8 @@ func New(client kubernetes.Interface, disco discovery.DiscoveryInterface, meta m
 		metadata:  meta,
 		nsLister:  nsInformer.Lister(),
 		nsSynced:  nsInformer.Informer().HasSynced,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedMaxOfRateLimiter[string](
-				workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 5*time.Minute),
-			),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "namespace"},
-		),
-		now: time.Now,
+		queue:     controllers.NewQueue("namespace"),
+		now:       time.Now,
 	}
 	_, _ = nsInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueue,
@@ -122,51 +116,13 @@ func (c *Controller) enqueue(obj interface{}) {
 // Run waits for the namespace informer to sync and runs workers until ctx
 // is done. The factory must be started by the caller.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer utilruntime.HandleCrash()
-	defer c.queue.ShutDown()
-	if workers < 1 {
-		workers = 1
-	}
-	if !cache.WaitForNamedCacheSync("namespace", ctx.Done(), c.nsSynced) {
-		return
-	}
-	for i := 0; i < workers; i++ {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
-	}
-	<-ctx.Done()
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for c.processNext(ctx) {
-	}
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-
-	err := c.sync(ctx, key)
-	var remaining *ContentRemainingError
-	switch {
-	case err == nil:
-		c.queue.Forget(key)
-	case errors.As(err, &remaining):
-		// Not a failure: content is going away. Come back once it
-		// probably has.
-		c.queue.Forget(key)
-		c.queue.AddAfter(key, remaining.Estimate)
-	default:
-		klog.FromContext(ctx).Error(err, "namespace deletion failed, requeueing", "namespace", key)
-		c.queue.AddRateLimited(key)
-	}
-	return true
+	loop := controllers.Loop{Name: "namespace", Queue: c.queue, Synced: []cache.InformerSynced{c.nsSynced}, Sync: c.sync}
+	loop.Run(ctx, workers)
 }
 
 // ContentRemainingError reports that a namespace still has content after a
 // deletion pass; Estimate is when it is worth looking again.
+// It is not a failure: the loop looks again after Estimate.
 type ContentRemainingError struct {
 	Estimate time.Duration
 	Message  string
@@ -572,3 +528,6 @@ func joinErrs(errs []error) string {
 	}
 	return strings.Join(s, "; ")
 }
+
+// RequeueDelay tells the loop when to look again.
+func (e *ContentRemainingError) RequeueDelay() time.Duration { return e.Estimate }

@@ -10,20 +10,19 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
-	"time"
 
-	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/kelp-project/kelp/server/controllers"
 )
 
 // Controller allocates pod CIDRs to nodes.
@@ -53,8 +52,7 @@ func New(client kubernetes.Interface, nodes coreinformers.NodeInformer, recorder
 	}
 	c := &Controller{client: client, nodes: nodes.Lister(), synced: nodes.Informer().HasSynced, recorder: recorder,
 		cidr: p.Masked(), maskBits: maskBits, assigned: map[netip.Prefix]string{},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodeipam"})}
+		queue: controllers.NewQueue("nodeipam")}
 	_, _ = nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.enqueue(obj) },
 		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
@@ -83,32 +81,11 @@ func (c *Controller) enqueue(obj any) {
 }
 
 // Run allocates until ctx ends. One worker: allocation reads the set of
-// used subnets from the cache, so two workers could pick the same one.
+// used subnets from the cache and its own memory, so two workers could
+// pick the same one.
 func (c *Controller) Run(ctx context.Context) {
-	defer c.queue.ShutDown()
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
-		return
-	}
-	go wait.UntilWithContext(ctx, func(ctx context.Context) {
-		for c.next(ctx) {
-		}
-	}, time.Second)
-	<-ctx.Done()
-}
-
-func (c *Controller) next(ctx context.Context) bool {
-	name, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(name)
-	if err := c.sync(ctx, name); err != nil {
-		logrus.WithError(err).Warnf("nodeipam: %s", name)
-		c.queue.AddRateLimited(name)
-		return true
-	}
-	c.queue.Forget(name)
-	return true
+	loop := controllers.Loop{Name: "nodeipam", Queue: c.queue, Synced: []cache.InformerSynced{c.synced}, Sync: c.sync}
+	loop.Run(ctx, 1)
 }
 
 func (c *Controller) sync(ctx context.Context, name string) error {

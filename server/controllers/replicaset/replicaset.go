@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
@@ -31,6 +30,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/kelp-project/kelp/server/controllers"
 )
 
 const (
@@ -71,17 +72,14 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 	rsInf := factory.Apps().V1().ReplicaSets()
 	podInf := factory.Core().V1().Pods()
 	c := &Controller{
-		client:    client,
-		factory:   factory,
-		recorder:  recorder,
-		rsLister:  rsInf.Lister(),
-		podLister: podInf.Lister(),
-		rsSynced:  rsInf.Informer().HasSynced,
-		podSynced: podInf.Informer().HasSynced,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "replicaset"},
-		),
+		client:       client,
+		factory:      factory,
+		recorder:     recorder,
+		rsLister:     rsInf.Lister(),
+		podLister:    podInf.Lister(),
+		rsSynced:     rsInf.Informer().HasSynced,
+		podSynced:    podInf.Informer().HasSynced,
+		queue:        controllers.NewQueue("replicaset"),
 		expectations: newExpectations(),
 		now:          time.Now,
 	}
@@ -101,46 +99,9 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 // Run starts the informers, waits for cache sync, and runs workers until
 // ctx is done. It returns once the workers have stopped.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer utilruntime.HandleCrash()
 	c.factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), c.rsSynced, c.podSynced) {
-		c.queue.ShutDown()
-		return
-	}
-	if workers < 1 {
-		workers = 1
-	}
-	var wg sync.WaitGroup
-	for i := 0; i < workers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			wait.UntilWithContext(ctx, c.worker, time.Second)
-		}()
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for c.processNext(ctx) {
-	}
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.sync(ctx, key); err != nil {
-		utilruntime.HandleError(fmt.Errorf("replicaset %q: %w", key, err))
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
+	loop := controllers.Loop{Name: "replicaset", Queue: c.queue, Synced: []cache.InformerSynced{c.rsSynced, c.podSynced}, Sync: c.sync}
+	loop.Run(ctx, workers)
 }
 
 // ---- event handlers ----

@@ -10,6 +10,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kelp-project/kelp/server/controllers"
 )
 
 const (
@@ -27,7 +29,7 @@ const (
 // every active namespace, recreating it when deleted and restoring its data
 // when edited.
 type RootCAPublisher struct {
-	loop
+	loop     controllers.Loop
 	client   kubernetes.Interface
 	caPEM    string
 	nsLister corelisters.NamespaceLister
@@ -40,14 +42,14 @@ func NewRootCAPublisher(client kubernetes.Interface, factory informers.SharedInf
 	nsInf := factory.Core().V1().Namespaces()
 	cmInf := factory.Core().V1().ConfigMaps()
 	p := &RootCAPublisher{
-		loop:     newLoop("root-ca-cert-publisher"),
+		loop:     controllers.Loop{Name: "root-ca-cert-publisher", Queue: controllers.NewQueue("root-ca-cert-publisher")},
 		client:   client,
 		caPEM:    string(caPEM),
 		nsLister: nsInf.Lister(),
 		cmLister: cmInf.Lister(),
 	}
-	p.loop.synced = []cache.InformerSynced{nsInf.Informer().HasSynced, cmInf.Informer().HasSynced}
-	p.loop.sync = p.sync
+	p.loop.Synced = []cache.InformerSynced{nsInf.Informer().HasSynced, cmInf.Informer().HasSynced}
+	p.loop.Sync = p.sync
 	_, _ = nsInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    p.enqueueNamespace,
 		UpdateFunc: func(_, obj interface{}) { p.enqueueNamespace(obj) },
@@ -60,11 +62,11 @@ func NewRootCAPublisher(client kubernetes.Interface, factory informers.SharedInf
 }
 
 // Run runs workers until ctx is done.
-func (p *RootCAPublisher) Run(ctx context.Context, workers int) { p.loop.run(ctx, workers) }
+func (p *RootCAPublisher) Run(ctx context.Context, workers int) { p.loop.Run(ctx, workers) }
 
 func (p *RootCAPublisher) enqueueNamespace(obj interface{}) {
 	if ns, ok := obj.(*corev1.Namespace); ok {
-		p.queue.Add(ns.Name)
+		p.loop.Queue.Add(ns.Name)
 	}
 }
 
@@ -76,7 +78,7 @@ func (p *RootCAPublisher) enqueueConfigMap(obj interface{}) {
 	if !ok || cm.Name != RootCAConfigMapName {
 		return
 	}
-	p.queue.Add(cm.Namespace)
+	p.loop.Queue.Add(cm.Namespace)
 }
 
 func (p *RootCAPublisher) sync(ctx context.Context, name string) error {

@@ -7,75 +7,20 @@ package serviceaccount
 
 import (
 	"context"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
-	"k8s.io/klog/v2"
+
+	"github.com/kelp-project/kelp/server/controllers"
 )
 
 // DefaultServiceAccountName is the ServiceAccount kept in every namespace.
 const DefaultServiceAccountName = "default"
-
-// loop is the queue/worker plumbing shared by both controllers: keys are
-// namespace names.
-type loop struct {
-	name   string
-	queue  workqueue.TypedRateLimitingInterface[string]
-	synced []cache.InformerSynced
-	sync   func(ctx context.Context, ns string) error
-}
-
-func newLoop(name string) loop {
-	return loop{
-		name: name,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: name},
-		),
-	}
-}
-
-func (l *loop) run(ctx context.Context, workers int) {
-	defer utilruntime.HandleCrash()
-	defer l.queue.ShutDown()
-	if workers < 1 {
-		workers = 1
-	}
-	if !cache.WaitForNamedCacheSync(l.name, ctx.Done(), l.synced...) {
-		return
-	}
-	for i := 0; i < workers; i++ {
-		go wait.UntilWithContext(ctx, func(ctx context.Context) {
-			for l.next(ctx) {
-			}
-		}, time.Second)
-	}
-	<-ctx.Done()
-}
-
-func (l *loop) next(ctx context.Context) bool {
-	key, quit := l.queue.Get()
-	if quit {
-		return false
-	}
-	defer l.queue.Done(key)
-	if err := l.sync(ctx, key); err != nil {
-		klog.FromContext(ctx).Error(err, "sync failed, requeueing", "controller", l.name, "namespace", key)
-		l.queue.AddRateLimited(key)
-		return true
-	}
-	l.queue.Forget(key)
-	return true
-}
 
 // namespaceActive reports whether objects should be ensured in ns.
 func namespaceActive(ns *corev1.Namespace) bool {
@@ -92,7 +37,7 @@ func ignorableCreateError(err error) bool {
 // Controller ensures the default ServiceAccount exists in every active
 // namespace.
 type Controller struct {
-	loop
+	loop     controllers.Loop
 	client   kubernetes.Interface
 	nsLister corelisters.NamespaceLister
 	saLister corelisters.ServiceAccountLister
@@ -104,13 +49,13 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory) *
 	nsInf := factory.Core().V1().Namespaces()
 	saInf := factory.Core().V1().ServiceAccounts()
 	c := &Controller{
-		loop:     newLoop("serviceaccount"),
+		loop:     controllers.Loop{Name: "serviceaccount", Queue: controllers.NewQueue("serviceaccount")},
 		client:   client,
 		nsLister: nsInf.Lister(),
 		saLister: saInf.Lister(),
 	}
-	c.loop.synced = []cache.InformerSynced{nsInf.Informer().HasSynced, saInf.Informer().HasSynced}
-	c.loop.sync = c.sync
+	c.loop.Synced = []cache.InformerSynced{nsInf.Informer().HasSynced, saInf.Informer().HasSynced}
+	c.loop.Sync = c.sync
 	_, _ = nsInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueNamespace,
 		UpdateFunc: func(_, obj interface{}) { c.enqueueNamespace(obj) },
@@ -123,11 +68,11 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory) *
 }
 
 // Run runs workers until ctx is done.
-func (c *Controller) Run(ctx context.Context, workers int) { c.loop.run(ctx, workers) }
+func (c *Controller) Run(ctx context.Context, workers int) { c.loop.Run(ctx, workers) }
 
 func (c *Controller) enqueueNamespace(obj interface{}) {
 	if ns, ok := obj.(*corev1.Namespace); ok {
-		c.queue.Add(ns.Name)
+		c.loop.Queue.Add(ns.Name)
 	}
 }
 
@@ -139,7 +84,7 @@ func (c *Controller) enqueueObject(obj interface{}) {
 	if !ok || sa.Name != DefaultServiceAccountName {
 		return
 	}
-	c.queue.Add(sa.Namespace)
+	c.loop.Queue.Add(sa.Namespace)
 }
 
 func (c *Controller) sync(ctx context.Context, name string) error {
