@@ -7,9 +7,7 @@
 #   scripts/fuzz.sh FuzzDecode       # only the named targets
 #
 # FUZZPARALLEL sets -parallel (default: the number of CPUs).
-# KELP_FUZZ_SKIP_KNOWN=1 skips inputs that hit already reported bugs, so a
-# campaign can look past them; without it a known bug fails the target at
-# once (its reproducer is in testdata/fuzz).
+# A crasher fails the target at once; its reproducer lands in testdata/fuzz.
 #
 # New crashers are written to <package>/testdata/fuzz/<Target>/ and from
 # then on replay in every plain `go test` run. The script exits non-zero if

@@ -744,9 +744,6 @@ func TestTypeConverterColdStart(t *testing.T) {
 			(after.TotalAlloc-before.TotalAlloc)>>10, after.HeapAlloc>>10)
 		return
 	}
-	if testing.Short() {
-		t.Skip("spawns a process")
-	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestTypeConverterColdStart$")
 	cmd.Env = append(os.Environ(), "KELP_APPLY_COLD=1")
 	out, err := cmd.CombinedOutput()

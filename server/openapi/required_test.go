@@ -30,7 +30,7 @@ func upstreamRequiredOverrides(t *testing.T) map[string]map[string]bool {
 	t.Helper()
 	out, err := exec.Command("go", "list", "-m", "-json", "k8s.io/api", "k8s.io/apimachinery").Output()
 	if err != nil {
-		t.Skipf("cannot locate module sources: %v", err)
+		t.Fatalf("cannot locate the k8s.io/api module sources (go mod download k8s.io/api): %v", err)
 	}
 	dec := json.NewDecoder(strings.NewReader(string(out)))
 	mods := map[string]string{}
@@ -53,7 +53,7 @@ func upstreamRequiredOverrides(t *testing.T) map[string]map[string]bool {
 	for _, r := range roots {
 		base := mods[r.mod]
 		if base == "" {
-			t.Skipf("no source for %s", r.mod)
+			t.Fatalf("no source for %s (go mod download %s)", r.mod, r.mod)
 		}
 		recursive := r.dir == ""
 		err := filepath.WalkDir(filepath.Join(base, r.dir), func(p string, d fs.DirEntry, err error) error {
