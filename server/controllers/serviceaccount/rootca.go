@@ -9,9 +9,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/cache"
-
-	"github.com/kelp-project/kelp/server/controllers"
 )
 
 const (
@@ -29,69 +26,23 @@ const (
 // every active namespace, recreating it when deleted and restoring its data
 // when edited.
 type RootCAPublisher struct {
-	loop     controllers.Loop
+	*perNamespace
 	client   kubernetes.Interface
 	caPEM    string
-	nsLister corelisters.NamespaceLister
 	cmLister corelisters.ConfigMapLister
 }
 
 // NewRootCAPublisher returns the root CA publisher for caPEM. The factory
 // must be started by the caller.
 func NewRootCAPublisher(client kubernetes.Interface, factory informers.SharedInformerFactory, caPEM []byte) *RootCAPublisher {
-	nsInf := factory.Core().V1().Namespaces()
 	cmInf := factory.Core().V1().ConfigMaps()
-	p := &RootCAPublisher{
-		loop:     controllers.Loop{Name: "root-ca-cert-publisher", Queue: controllers.NewQueue("root-ca-cert-publisher")},
-		client:   client,
-		caPEM:    string(caPEM),
-		nsLister: nsInf.Lister(),
-		cmLister: cmInf.Lister(),
-	}
-	p.loop.Synced = []cache.InformerSynced{nsInf.Informer().HasSynced, cmInf.Informer().HasSynced}
-	p.loop.Sync = p.sync
-	_, _ = nsInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    p.enqueueNamespace,
-		UpdateFunc: func(_, obj interface{}) { p.enqueueNamespace(obj) },
-	})
-	_, _ = cmInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(_, obj interface{}) { p.enqueueConfigMap(obj) },
-		DeleteFunc: p.enqueueConfigMap,
-	})
+	p := &RootCAPublisher{client: client, caPEM: string(caPEM), cmLister: cmInf.Lister()}
+	p.perNamespace = newPerNamespace("root-ca-cert-publisher", factory.Core().V1().Namespaces(), cmInf.Informer(), RootCAConfigMapName, p.ensure)
 	return p
 }
 
-// Run runs workers until ctx is done.
-func (p *RootCAPublisher) Run(ctx context.Context, workers int) { p.loop.Run(ctx, workers) }
-
-func (p *RootCAPublisher) enqueueNamespace(obj interface{}) {
-	if ns, ok := obj.(*corev1.Namespace); ok {
-		p.loop.Queue.Add(ns.Name)
-	}
-}
-
-func (p *RootCAPublisher) enqueueConfigMap(obj interface{}) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	cm, ok := obj.(*corev1.ConfigMap)
-	if !ok || cm.Name != RootCAConfigMapName {
-		return
-	}
-	p.loop.Queue.Add(cm.Namespace)
-}
-
-func (p *RootCAPublisher) sync(ctx context.Context, name string) error {
-	ns, err := p.nsLister.Get(name)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if !namespaceActive(ns) {
-		return nil
-	}
+// ensure creates or repairs kube-root-ca.crt in namespace name.
+func (p *RootCAPublisher) ensure(ctx context.Context, name string) error {
 	cm, err := p.cmLister.ConfigMaps(name).Get(RootCAConfigMapName)
 	if apierrors.IsNotFound(err) {
 		_, err = p.client.CoreV1().ConfigMaps(name).Create(ctx, &corev1.ConfigMap{
