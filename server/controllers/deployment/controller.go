@@ -154,8 +154,7 @@ func (c *Controller) deploymentsMatching(rs *apps.ReplicaSet) []*apps.Deployment
 	}
 	var out []*apps.Deployment
 	for _, d := range ds {
-		sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
-		if err != nil || sel.Empty() || !sel.Matches(labels.Set(rs.Labels)) {
+		if !controllers.Selects(d.Spec.Selector, rs.Labels) {
 			continue
 		}
 		out = append(out, d)

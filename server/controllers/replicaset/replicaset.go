@@ -152,8 +152,7 @@ func (c *Controller) matchingReplicaSets(pod *v1.Pod) []*apps.ReplicaSet {
 	}
 	var out []*apps.ReplicaSet
 	for _, rs := range all {
-		sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
-		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
+		if !controllers.Selects(rs.Spec.Selector, pod.Labels) {
 			continue
 		}
 		out = append(out, rs)
