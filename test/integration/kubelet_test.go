@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -14,51 +15,69 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
+// neverReadyLabel marks pods the fake kubelet runs but never reports Ready,
+// as a real kubelet would for a pod whose readiness probe keeps failing.
+const neverReadyLabel = "test.kelp.dev/never-ready"
+
 // fakeKubelet plays the node side for control-loop tests, as a kubelet
 // would through the API: it registers Node objects, renews their Leases,
-// marks pods bound to its nodes Running and Ready through pods/status, and
-// confirms graceful deletions. No containers run.
+// reports Ready again when the node controller marked it otherwise, marks
+// pods bound to its nodes Running and Ready through pods/status (each with
+// its own IP), and confirms graceful deletions. No containers run.
 type fakeKubelet struct {
-	t        testing.TB
-	cs       kubernetes.Interface
-	mu       sync.Mutex
-	paused   map[string]bool // nodes whose Lease renewal is stopped
-	notReady map[string]bool // pods (ns/name) never to mark Ready
+	t      testing.TB
+	cs     kubernetes.Interface
+	mu     sync.Mutex
+	nodes  []string
+	paused map[string]bool // nodes whose kubelet is cut off: no renewals, no pod work
+	ips    map[string]string
+	nextIP int
 }
 
 func startFakeKubelet(t testing.TB, cs kubernetes.Interface, nodes ...string) *fakeKubelet {
-	k := &fakeKubelet{t: t, cs: cs, paused: map[string]bool{}, notReady: map[string]bool{}}
+	k := &fakeKubelet{t: t, cs: cs, paused: map[string]bool{}, ips: map[string]string{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	for _, n := range nodes {
-		k.addNode(ctx, n, "4", "8Gi")
+		k.addNode(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, "4", "8Gi")
 	}
-	go k.loop(ctx, nodes)
+	go k.loop(ctx)
 	return k
 }
 
-func (k *fakeKubelet) addNode(ctx context.Context, name, cpu, mem string) {
-	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}},
-		Status: corev1.NodeStatus{
-			Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem), corev1.ResourcePods: resource.MustParse("110")},
-			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem), corev1.ResourcePods: resource.MustParse("110")},
-			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-				LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}},
-		},
+// addNode registers node (with its labels and taints) with the given
+// capacity and starts serving it.
+func (k *fakeKubelet) addNode(ctx context.Context, node *corev1.Node, cpu, mem string) {
+	if node.Labels == nil {
+		node.Labels = map[string]string{}
 	}
+	node.Labels["kubernetes.io/hostname"] = node.Name
+	node.Labels["kubernetes.io/os"] = "linux"
+	list := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem), corev1.ResourcePods: resource.MustParse("110")}
+	node.Status = corev1.NodeStatus{Capacity: list, Allocatable: list,
+		Conditions: []corev1.NodeCondition{readyCondition()}}
 	if _, err := k.cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		k.t.Errorf("fake kubelet: register %s: %v", name, err)
+		k.t.Errorf("fake kubelet: register %s: %v", node.Name, err)
 	}
+	k.mu.Lock()
+	k.nodes = append(k.nodes, node.Name)
+	k.mu.Unlock()
 }
 
-func (k *fakeKubelet) pauseLease(node string, paused bool) {
+func readyCondition() corev1.NodeCondition {
+	return corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+		Message: "kubelet is posting ready status", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}
+}
+
+// cutOff stops (or resumes) everything the node's kubelet sends, as when
+// the machine loses its network.
+func (k *fakeKubelet) cutOff(node string, off bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.paused[node] = paused
+	k.paused[node] = off
 }
 
-func (k *fakeKubelet) loop(ctx context.Context, nodes []string) {
+func (k *fakeKubelet) loop(ctx context.Context) {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -67,15 +86,18 @@ func (k *fakeKubelet) loop(ctx context.Context, nodes []string) {
 			return
 		case <-tick.C:
 		}
-		for _, n := range nodes {
-			k.mu.Lock()
-			paused := k.paused[n]
-			k.mu.Unlock()
-			if !paused {
-				k.renew(ctx, n)
+		k.mu.Lock()
+		var live []string
+		for _, n := range k.nodes {
+			if !k.paused[n] {
+				live = append(live, n)
 			}
 		}
-		k.syncPods(ctx, nodes)
+		k.mu.Unlock()
+		for _, n := range live {
+			k.renew(ctx, n)
+		}
+		k.syncPods(ctx, live)
 	}
 }
 
@@ -93,6 +115,30 @@ func (k *fakeKubelet) renew(ctx context.Context, node string) {
 		l.Spec.RenewTime = &now
 		_, _ = leases.Update(ctx, l, metav1.UpdateOptions{})
 	}
+	// A kubelet posts its status when it differs from what it knows.
+	n, err := k.cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return
+	}
+	for i, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
+			n.Status.Conditions[i] = readyCondition()
+			_, _ = k.cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		}
+	}
+}
+
+func (k *fakeKubelet) podIP(p *corev1.Pod) string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	key := string(p.UID)
+	if ip, ok := k.ips[key]; ok {
+		return ip
+	}
+	k.nextIP++
+	ip := fmt.Sprintf("10.42.%d.%d", k.nextIP/250, k.nextIP%250+2)
+	k.ips[key] = ip
+	return ip
 }
 
 func (k *fakeKubelet) syncPods(ctx context.Context, nodes []string) {
@@ -109,9 +155,7 @@ func (k *fakeKubelet) syncPods(ctx context.Context, nodes []string) {
 					Preconditions: &metav1.Preconditions{UID: &p.UID}})
 				continue
 			}
-			k.mu.Lock()
-			ready := !k.notReady[p.Namespace+"/"+p.Name]
-			k.mu.Unlock()
+			ready := p.Labels[neverReadyLabel] != "true"
 			if p.Status.Phase == corev1.PodRunning && podReady(p) == ready {
 				continue
 			}
@@ -120,8 +164,10 @@ func (k *fakeKubelet) syncPods(ctx context.Context, nodes []string) {
 				status = corev1.ConditionFalse
 			}
 			now := metav1.Now()
+			ip := k.podIP(p)
 			p.Status.Phase = corev1.PodRunning
-			p.Status.PodIP = "10.42.0.9"
+			p.Status.PodIP = ip
+			p.Status.PodIPs = []corev1.PodIP{{IP: ip}}
 			p.Status.StartTime = &now
 			p.Status.Conditions = []corev1.PodCondition{
 				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},

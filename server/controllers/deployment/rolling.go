@@ -114,7 +114,7 @@ func (c *Controller) cleanupUnhealthyReplicas(ctx context.Context, old []*apps.R
 // at least replicas-maxUnavailable available.
 func (c *Controller) scaleDownOldForRollingUpdate(ctx context.Context, all, old []*apps.ReplicaSet, d *apps.Deployment) (int32, error) {
 	minAvailable := dReplicas(d) - MaxUnavailable(d)
-	available := availableCount(all)
+	available := availableAfterScale(all)
 	if available <= minAvailable {
 		return 0, nil
 	}

@@ -173,6 +173,20 @@ func availableCount(rss []*apps.ReplicaSet) int32 {
 	return sumStatus(rss, func(s *apps.ReplicaSetStatus) int32 { return s.AvailableReplicas })
 }
 
+// availableAfterScale is what will stay available once every ReplicaSet
+// reaches its spec: a ReplicaSet just scaled down still reports its old
+// availableReplicas until its controller catches up, and counting those
+// would let a rolling update take more pods away than maxUnavailable allows.
+func availableAfterScale(rss []*apps.ReplicaSet) int32 {
+	var n int32
+	for _, rs := range rss {
+		if rs != nil {
+			n += min(rs.Status.AvailableReplicas, replicas(rs))
+		}
+	}
+	return n
+}
+
 func filterActive(rss []*apps.ReplicaSet) []*apps.ReplicaSet {
 	var out []*apps.ReplicaSet
 	for _, rs := range rss {
