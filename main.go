@@ -18,11 +18,16 @@ import (
 	"k8s.io/kubectl/pkg/cmd"
 
 	"github.com/kelp-project/kelp/server"
+	"github.com/kelp-project/kelp/server/controllers/nodelifecycle"
+	"github.com/kelp-project/kelp/server/scheduler"
 )
 
 // defaultKubeconfig is where `kelp server` writes the admin kubeconfig
 // and where `kelp kubectl` looks when KUBECONFIG is unset.
 const defaultKubeconfig = "/etc/kelp/kelp.yaml"
+
+// nodeDefaults are kube-controller-manager's node lifecycle defaults.
+var nodeDefaults = nodelifecycle.DefaultConfig()
 
 // kelpVersion is set at link time by the Makefile.
 var kelpVersion = "dev"
@@ -76,6 +81,17 @@ func serverCommand() *urfavecli.Command {
 			&urfavecli.Int64Flag{Name: "default-not-ready-toleration-seconds", Value: 300, Usage: "toleration added to every pod for the not-ready:NoExecute taint", EnvVars: env("DEFAULT_NOT_READY_TOLERATION_SECONDS")},
 			&urfavecli.Int64Flag{Name: "default-unreachable-toleration-seconds", Value: 300, Usage: "toleration added to every pod for the unreachable:NoExecute taint", EnvVars: env("DEFAULT_UNREACHABLE_TOLERATION_SECONDS")},
 			&urfavecli.DurationFlag{Name: "etcd-compaction-interval", Value: 5 * time.Minute, Usage: "how often etcd history is compacted (0 disables)", EnvVars: env("ETCD_COMPACTION_INTERVAL")},
+			// kube-controller-manager's node lifecycle flags, upstream defaults.
+			&urfavecli.DurationFlag{Name: "node-monitor-period", Value: nodeDefaults.NodeMonitorPeriod, Usage: "how often node health is checked", EnvVars: env("NODE_MONITOR_PERIOD")},
+			&urfavecli.DurationFlag{Name: "node-monitor-grace-period", Value: nodeDefaults.NodeMonitorGracePeriod, Usage: "how long a node may go without renewing its Lease before it is marked NotReady (Unknown)", EnvVars: env("NODE_MONITOR_GRACE_PERIOD")},
+			&urfavecli.DurationFlag{Name: "node-startup-grace-period", Value: nodeDefaults.NodeStartupGracePeriod, Usage: "grace period for a node that has never reported Ready", EnvVars: env("NODE_STARTUP_GRACE_PERIOD")},
+			&urfavecli.Float64Flag{Name: "node-eviction-rate", Value: nodeDefaults.NodeEvictionRate, Usage: "nodes per second whose pods may be evicted in a healthy zone", EnvVars: env("NODE_EVICTION_RATE")},
+			&urfavecli.Float64Flag{Name: "secondary-node-eviction-rate", Value: nodeDefaults.SecondaryNodeEvictionRate, Usage: "nodes per second whose pods may be evicted in a partly failing large zone", EnvVars: env("SECONDARY_NODE_EVICTION_RATE")},
+			&urfavecli.IntFlag{Name: "large-cluster-size-threshold", Value: nodeDefaults.LargeClusterSizeThreshold, Usage: "zone size above which the secondary eviction rate applies", EnvVars: env("LARGE_CLUSTER_SIZE_THRESHOLD")},
+			&urfavecli.Float64Flag{Name: "unhealthy-zone-threshold", Value: nodeDefaults.UnhealthyZoneThreshold, Usage: "fraction of NotReady nodes at which a zone counts as partly failing", EnvVars: env("UNHEALTHY_ZONE_THRESHOLD")},
+			// kube-scheduler's backoff, upstream defaults.
+			&urfavecli.DurationFlag{Name: "pod-initial-backoff", Value: scheduler.DefaultBackoff.Initial, Usage: "first retry delay for a pod that could not be scheduled", EnvVars: env("POD_INITIAL_BACKOFF")},
+			&urfavecli.DurationFlag{Name: "pod-max-backoff", Value: scheduler.DefaultBackoff.Max, Usage: "longest retry delay for a pod that could not be scheduled", EnvVars: env("POD_MAX_BACKOFF")},
 		},
 		Action: func(c *urfavecli.Context) error {
 			if c.Bool("debug") {
@@ -105,6 +121,16 @@ func serverCommand() *urfavecli.Command {
 
 				DefaultNotReadyTolerationSeconds:    c.Int64("default-not-ready-toleration-seconds"),
 				DefaultUnreachableTolerationSeconds: c.Int64("default-unreachable-toleration-seconds"),
+				NodeLifecycle: nodelifecycle.Config{
+					NodeMonitorPeriod:         c.Duration("node-monitor-period"),
+					NodeMonitorGracePeriod:    c.Duration("node-monitor-grace-period"),
+					NodeStartupGracePeriod:    c.Duration("node-startup-grace-period"),
+					NodeEvictionRate:          c.Float64("node-eviction-rate"),
+					SecondaryNodeEvictionRate: c.Float64("secondary-node-eviction-rate"),
+					LargeClusterSizeThreshold: c.Int("large-cluster-size-threshold"),
+					UnhealthyZoneThreshold:    c.Float64("unhealthy-zone-threshold"),
+				},
+				SchedulerBackoff: scheduler.Backoff{Initial: c.Duration("pod-initial-backoff"), Max: c.Duration("pod-max-backoff")},
 			})
 		},
 	}

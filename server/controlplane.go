@@ -8,8 +8,11 @@ import (
 
 	"github.com/kelp-project/kelp/server/controllers"
 	"github.com/kelp-project/kelp/server/controllers/deployment"
+	"github.com/kelp-project/kelp/server/controllers/endpoints"
+	"github.com/kelp-project/kelp/server/controllers/garbagecollector"
 	"github.com/kelp-project/kelp/server/controllers/namespace"
 	"github.com/kelp-project/kelp/server/controllers/nodeipam"
+	"github.com/kelp-project/kelp/server/controllers/nodelifecycle"
 	"github.com/kelp-project/kelp/server/controllers/replicaset"
 	"github.com/kelp-project/kelp/server/controllers/serviceaccount"
 	"github.com/kelp-project/kelp/server/pki"
@@ -55,10 +58,21 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 			return err
 		}
 		go ns.Run(ctx, 2)
+		gc, err := garbagecollector.NewForConfig(t.Config, 0)
+		if err != nil {
+			return err
+		}
+		go gc.Run(ctx, 10)
+		go endpoints.New(t.Client, t.Informer).Run(ctx, 5)
+		lifecycle, err := nodelifecycle.New(t.Client, t.Informer, t.Recorder("node-controller"), cfg.NodeLifecycle)
+		if err != nil {
+			return err
+		}
+		go lifecycle.Run(ctx, 2)
 		return nil
 	})
 	run("kube-scheduler", sched, func(ctx context.Context, t *controllers.Toolkit) error {
-		go scheduler.New(t.Client, t.Informer, t.Recorder(scheduler.SchedulerName)).Run(ctx)
+		go scheduler.New(t.Client, t.Informer, t.Recorder(scheduler.SchedulerName), cfg.SchedulerBackoff).Run(ctx)
 		return nil
 	})
 	return wg.Wait, nil

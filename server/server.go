@@ -22,7 +22,9 @@ import (
 
 	"github.com/kelp-project/kelp/embedded/etcd"
 	"github.com/kelp-project/kelp/server/apiserver"
+	"github.com/kelp-project/kelp/server/controllers/nodelifecycle"
 	"github.com/kelp-project/kelp/server/pki"
+	"github.com/kelp-project/kelp/server/scheduler"
 )
 
 // Config holds the flags of `kelp server`.
@@ -45,6 +47,10 @@ type Config struct {
 	// are the tolerations added to every pod (upstream: 300 s).
 	DefaultNotReadyTolerationSeconds    int64
 	DefaultUnreachableTolerationSeconds int64
+	// NodeLifecycle holds the node lifecycle controller's timings and
+	// eviction rates; SchedulerBackoff the scheduler's retry delays.
+	NodeLifecycle    nodelifecycle.Config
+	SchedulerBackoff scheduler.Backoff
 }
 
 // Run serves until ctx is cancelled, then shuts down cleanly: in-flight

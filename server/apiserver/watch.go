@@ -62,7 +62,8 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, info requestInfo,
 	w.Header().Set("Content-Type", ct)
 	w.Header().Set("Transfer-Encoding", "chunked")
 	w.WriteHeader(http.StatusOK)
-	enc := &eventEncoder{w: w, media: media, table: a.as == "Table", s: s, r: r, sv: sv}
+	enc := &eventEncoder{w: w, media: media, table: a.as == "Table", s: s, r: r, sv: sv,
+		metadataOnly: a.as == "PartialObjectMetadata" || a.as == "PartialObjectMetadataList"}
 	if werr != nil {
 		_ = enc.write(watch.Event{Type: watch.Error, Object: toStatus(werr)})
 		flusher.Flush()
@@ -97,10 +98,13 @@ type eventEncoder struct {
 	media       string
 	table       bool
 	sentColumns bool
-	s           *Server
-	r           *http.Request
-	sv          *served
-	buf         bytes.Buffer
+	// metadataOnly streams PartialObjectMetadata, as metadata informers
+	// (the garbage collector's) expect; they cannot decode full objects.
+	metadataOnly bool
+	s            *Server
+	r            *http.Request
+	sv           *served
+	buf          bytes.Buffer
 }
 
 var errNoFlush = errors.New("the response writer cannot stream")
@@ -119,6 +123,9 @@ func (e *eventEncoder) write(ev watch.Event) error {
 	} else if e.table && ev.Type == watch.Bookmark {
 		obj = &metav1.Table{TypeMeta: metav1.TypeMeta{Kind: "Table", APIVersion: "meta.k8s.io/v1"},
 			ListMeta: metav1.ListMeta{ResourceVersion: resourceVersionOf(obj)}}
+	}
+	if e.metadataOnly && ev.Type != watch.Error {
+		obj = metadataOf(obj)
 	}
 	if obj.GetObjectKind().GroupVersionKind().Empty() {
 		obj.GetObjectKind().SetGroupVersionKind(e.sv.GVK())

@@ -129,7 +129,7 @@ func newTestEnv(t testing.TB, objs ...runtime.Object) *testEnv {
 		return true, nil, nil
 	})
 	factory := informers.NewSharedInformerFactory(client, 0)
-	env.sched = New(client, factory, env.recorder)
+	env.sched = New(client, factory, env.recorder, DefaultBackoff)
 	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(oldObj, newObj any) {
 			if oldObj.(*v1.Pod).Spec.NodeName == "" && newObj.(*v1.Pod).Spec.NodeName != "" {

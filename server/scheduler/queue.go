@@ -9,10 +9,17 @@ import (
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 )
 
-// Backoff bounds, as upstream's podInitialBackoffDuration/podMaxBackoffDuration.
+// Backoff is how long a pod that failed to schedule waits before its next
+// attempt: Initial, doubling per attempt up to Max (upstream's
+// podInitialBackoffSeconds and podMaxBackoffSeconds).
+type Backoff struct {
+	Initial, Max time.Duration
+}
+
+// DefaultBackoff is kube-scheduler's: 1 s doubling up to 10 s.
+var DefaultBackoff = Backoff{Initial: 1 * time.Second, Max: 10 * time.Second}
+
 const (
-	podInitialBackoff = 1 * time.Second
-	podMaxBackoff     = 10 * time.Second
 	// podMaxInUnschedulable is how long a pod may sit in the unschedulable
 	// set without a cluster event before it is retried anyway (upstream's
 	// podMaxInUnschedulablePodsDuration).
@@ -68,12 +75,13 @@ func (h *activeHeap) Pop() any {
 type schedulingQueue struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
-	now    func() time.Time
-	closed bool
+	now     func() time.Time
+	backoff Backoff
+	closed  bool
 
 	active        activeHeap
 	activeSet     map[string]*queuedPod
-	backoff       map[string]*queuedPod
+	backingOff    map[string]*queuedPod
 	unschedulable map[string]*queuedPod
 	inFlight      map[string]*queuedPod
 
@@ -81,11 +89,12 @@ type schedulingQueue struct {
 	moveRequestCycle int64
 }
 
-func newSchedulingQueue(now func() time.Time) *schedulingQueue {
+func newSchedulingQueue(now func() time.Time, b Backoff) *schedulingQueue {
 	q := &schedulingQueue{
 		now:           now,
+		backoff:       b,
 		activeSet:     map[string]*queuedPod{},
-		backoff:       map[string]*queuedPod{},
+		backingOff:    map[string]*queuedPod{},
 		unschedulable: map[string]*queuedPod{},
 		inFlight:      map[string]*queuedPod{},
 	}
@@ -93,19 +102,19 @@ func newSchedulingQueue(now func() time.Time) *schedulingQueue {
 	return q
 }
 
-func backoffDuration(attempts int) time.Duration {
-	d := podInitialBackoff
+func (b Backoff) duration(attempts int) time.Duration {
+	d := b.Initial
 	for i := 1; i < attempts; i++ {
 		d *= 2
-		if d >= podMaxBackoff {
-			return podMaxBackoff
+		if d >= b.Max {
+			return b.Max
 		}
 	}
-	return d
+	return min(d, b.Max)
 }
 
 func (q *schedulingQueue) readyAt(qp *queuedPod) time.Time {
-	return qp.lastTry.Add(backoffDuration(qp.attempts))
+	return qp.lastTry.Add(q.backoff.duration(qp.attempts))
 }
 
 func (q *schedulingQueue) pushActiveLocked(qp *queuedPod) {
@@ -148,7 +157,7 @@ func (q *schedulingQueue) lookupLocked(key string) *queuedPod {
 	if qp := q.activeSet[key]; qp != nil {
 		return qp
 	}
-	if qp := q.backoff[key]; qp != nil {
+	if qp := q.backingOff[key]; qp != nil {
 		return qp
 	}
 	if qp := q.unschedulable[key]; qp != nil {
@@ -168,7 +177,7 @@ func (q *schedulingQueue) deleteLocked(key string) {
 		heap.Remove(&q.active, qp.index)
 		delete(q.activeSet, key)
 	}
-	delete(q.backoff, key)
+	delete(q.backingOff, key)
 	delete(q.unschedulable, key)
 	if qp := q.inFlight[key]; qp != nil {
 		qp.deleted = true
@@ -221,12 +230,12 @@ func (q *schedulingQueue) requeue(qp *queuedPod, unschedulable bool) {
 		q.unschedulable[qp.key] = qp
 		return
 	}
-	q.backoff[qp.key] = qp
+	q.backingOff[qp.key] = qp
 }
 
 func (q *schedulingQueue) toActiveOrBackoffLocked(qp *queuedPod) {
 	if q.now().Before(q.readyAt(qp)) {
-		q.backoff[qp.key] = qp
+		q.backingOff[qp.key] = qp
 		return
 	}
 	q.pushActiveLocked(qp)
@@ -250,9 +259,9 @@ func (q *schedulingQueue) flush() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	now := q.now()
-	for key, qp := range q.backoff {
+	for key, qp := range q.backingOff {
 		if !now.Before(q.readyAt(qp)) {
-			delete(q.backoff, key)
+			delete(q.backingOff, key)
 			q.pushActiveLocked(qp)
 		}
 	}
@@ -275,5 +284,5 @@ func (q *schedulingQueue) close() {
 func (q *schedulingQueue) counts() (int, int, int, int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.active), len(q.backoff), len(q.unschedulable), len(q.inFlight)
+	return len(q.active), len(q.backingOff), len(q.unschedulable), len(q.inFlight)
 }

@@ -80,13 +80,13 @@ type Scheduler struct {
 
 // New builds a scheduler and registers its pod and node event handlers on
 // factory. Run starts the factory (idempotent if the caller already did).
-func New(client kubernetes.Interface, factory informers.SharedInformerFactory, recorder record.EventRecorder) *Scheduler {
+func New(client kubernetes.Interface, factory informers.SharedInformerFactory, recorder record.EventRecorder, backoff Backoff) *Scheduler {
 	s := &Scheduler{
 		client:   client,
 		factory:  factory,
 		recorder: recorder,
 		cache:    newCache(),
-		queue:    newSchedulingQueue(time.Now),
+		queue:    newSchedulingQueue(time.Now, backoff),
 		rng:      rand.New(rand.NewSource(time.Now().UnixNano())),
 	}
 	podInf := factory.Core().V1().Pods()

@@ -14,7 +14,7 @@ func deleteOpts() metav1.DeleteOptions { return metav1.DeleteOptions{} }
 func TestBackoffDuration(t *testing.T) {
 	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second}
 	for i, w := range want {
-		if got := backoffDuration(i + 1); got != w {
+		if got := DefaultBackoff.duration(i + 1); got != w {
 			t.Errorf("attempt %d: got %v want %v", i+1, got, w)
 		}
 	}
@@ -44,7 +44,7 @@ func TestPodRequestsInitAndOverhead(t *testing.T) {
 
 func TestQueueBackoffAndUnschedulable(t *testing.T) {
 	now := time.Unix(1000, 0)
-	q := newSchedulingQueue(func() time.Time { return now })
+	q := newSchedulingQueue(func() time.Time { return now }, DefaultBackoff)
 	p := makePod("p", "", "")
 	q.add("default/p", p)
 	qp := q.pop()

@@ -179,6 +179,28 @@ func TestApplySpreadAndRollout(t *testing.T) {
 	if d.Status.AvailableReplicas != 5 {
 		t.Errorf("available %d after scaling to 5", d.Status.AvailableReplicas)
 	}
+	live := func() []corev1.Pod {
+		l, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=container-lab"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []corev1.Pod
+		for _, p := range l.Items {
+			if p.DeletionTimestamp == nil {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	s.mustKubectl("scale", "deploy", "container-lab", "--replicas=2")
+	waitFor(t, "2 pods after scaling to 2", func() bool { return len(live()) == 2 })
+	rolloutStatus(t, s, "default", "container-lab")
+	before := live()
+	s.mustKubectl("delete", "pod", before[0].Name)
+	waitFor(t, "a replacement with a new name", func() bool {
+		now := live()
+		return len(now) == 2 && now[0].Name != before[0].Name && now[1].Name != before[0].Name
+	})
 }
 
 // Every namespace gets its default ServiceAccount and kube-root-ca.crt;

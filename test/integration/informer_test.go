@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -323,4 +324,50 @@ func TestRestartKeepsObjectsAndInformersResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "informer resumes after restart", func() bool { return log.has("ADDED:after-restart") })
+}
+
+// Metadata-only clients (the garbage collector's informers) get
+// PartialObjectMetadata in lists and in watch events, bookmarks included.
+func TestMetadataWatch(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxT(t)
+	mc, err := metadata.NewForConfig(s.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms := mc.Resource(corev1.SchemeGroupVersion.WithResource("configmaps")).Namespace("default")
+	list, err := cms.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := cms.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion, AllowWatchBookmarks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	cs := s.client()
+	if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "m"}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().ConfigMaps("default").Delete(ctx, "m", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for len(got) < 2 {
+		select {
+		case ev := <-w.ResultChan():
+			pm, ok := ev.Object.(*metav1.PartialObjectMetadata)
+			if !ok {
+				t.Fatalf("%s event carries %T: %v", ev.Type, ev.Object, ev.Object)
+			}
+			if ev.Type != watch.Bookmark {
+				got = append(got, string(ev.Type)+" "+pm.Name)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("events so far %v", got)
+		}
+	}
+	if got[0] != "ADDED m" || got[1] != "DELETED m" {
+		t.Errorf("metadata watch events %v", got)
+	}
 }

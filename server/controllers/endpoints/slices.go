@@ -338,6 +338,7 @@ func (c *Controller) syncSlices(ctx context.Context, key string, svc *corev1.Ser
 		c.pendingSlices.record(key, created.Name, "create", "")
 	}
 	for _, s := range updates {
+		fromRV := s.ResourceVersion
 		updated, err := c.client.DiscoveryV1().EndpointSlices(svc.Namespace).Update(ctx, s, metav1.UpdateOptions{})
 		if err != nil {
 			errs = append(errs, err)
@@ -345,8 +346,8 @@ func (c *Controller) syncSlices(ctx context.Context, key string, svc *corev1.Ser
 		}
 		// An update the server found to be a no-op keeps its
 		// resourceVersion and sends no event; there is nothing to wait for.
-		if updated.ResourceVersion != s.ResourceVersion {
-			c.pendingSlices.record(key, s.Name, "update", s.ResourceVersion)
+		if updated.ResourceVersion != fromRV {
+			c.pendingSlices.record(key, s.Name, "update", fromRV)
 		}
 	}
 	if len(errs) > 0 {
