@@ -7,6 +7,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kelp-project/kelp/test/simkubelet"
 )
 
 // The control loops run inside kelp server as leader-elected API clients:
@@ -20,7 +22,7 @@ func TestControllerManagerLeaseAndNodeIPAM(t *testing.T) {
 		l, err := cs.CoordinationV1().Leases("kube-system").Get(ctx, "kube-controller-manager", metav1.GetOptions{})
 		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != ""
 	})
-	startFakeKubelet(t, cs, "node-a", "node-b")
+	simkubelet.Start(t, cs, "node-a", "node-b")
 	cidrs := map[string]string{}
 	waitFor(t, "pod CIDRs on both nodes", func() bool {
 		for _, n := range []string{"node-a", "node-b"} {
@@ -150,7 +152,7 @@ func TestApplySpreadAndRollout(t *testing.T) {
 	s := startServer(t)
 	cs := s.client()
 	ctx := ctxT(t)
-	startFakeKubelet(t, cs, "node-1", "node-2", "node-3")
+	simkubelet.Start(t, cs, "node-1", "node-2", "node-3")
 	s.mustKubectl("apply", "-f", "testdata/deployment.yaml")
 	out, err := s.kubectl("rollout", "status", "deployment/container-lab", "--timeout=60s")
 	if err != nil || !strings.Contains(out, `deployment "container-lab" successfully rolled out`) {

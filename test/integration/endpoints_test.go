@@ -7,6 +7,8 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kelp-project/kelp/test/simkubelet"
 )
 
 // A Service's EndpointSlice and Endpoints follow its pods' readiness both
@@ -16,7 +18,7 @@ func TestEndpointsFollowReadiness(t *testing.T) {
 	s := startServer(t)
 	cs := s.client()
 	ctx := ctxT(t)
-	startFakeKubelet(t, cs, "node-1", "node-2", "node-3")
+	simkubelet.Start(t, cs, "node-1", "node-2", "node-3")
 	s.mustKubectl("apply", "-f", "testdata/deployment.yaml", "-f", "testdata/service.yaml")
 	rolloutStatus(t, s, "default", "container-lab")
 
@@ -68,7 +70,7 @@ func TestEndpointsFollowReadiness(t *testing.T) {
 		t.Fatal(err)
 	}
 	victim := pods.Items[0]
-	s.mustKubectl("label", "pod", victim.Name, neverReadyLabel+"=true")
+	s.mustKubectl("label", "pod", victim.Name, simkubelet.NeverReadyLabel+"=true")
 	waitFor(t, "the pod's endpoint not ready", func() bool {
 		r, n := readyIPs()
 		return len(r) == 2 && len(n) == 1 && n[0] == victim.Status.PodIP
@@ -82,7 +84,7 @@ func TestEndpointsFollowReadiness(t *testing.T) {
 		return len(ss.Addresses) == 2 && len(ss.NotReadyAddresses) == 1 && ss.NotReadyAddresses[0].IP == victim.Status.PodIP &&
 			ss.Ports[0].Port == 8000
 	})
-	s.mustKubectl("label", "pod", victim.Name, neverReadyLabel+"-")
+	s.mustKubectl("label", "pod", victim.Name, simkubelet.NeverReadyLabel+"-")
 	waitFor(t, "the pod's endpoint ready again", func() bool { r, n := readyIPs(); return len(r) == 3 && len(n) == 0 })
 	out := s.mustKubectl("get", "endpoints", "container-lab")
 	if strings.Count(out, ":8000") != 3 {

@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kelp-project/kelp/test/simkubelet"
 )
 
 // Deleting a Deployment propagates through its ReplicaSets to the pods as
@@ -21,7 +23,7 @@ func TestDeletionPropagation(t *testing.T) {
 	s := startServer(t)
 	cs := s.client()
 	ctx := ctxT(t)
-	startFakeKubelet(t, cs, "node-1", "node-2")
+	simkubelet.Start(t, cs, "node-1", "node-2")
 
 	deploy := func(ns string) {
 		s.mustKubectl("create", "namespace", ns)

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kelp-project/kelp/test/simkubelet"
 )
 
 // A node that stops renewing its Lease goes Ready=Unknown after the grace
@@ -22,7 +24,7 @@ func TestNodeFailure(t *testing.T) {
 		"--default-unreachable-toleration-seconds=4", "--default-not-ready-toleration-seconds=4")
 	cs := s.client()
 	ctx := ctxT(t)
-	k := startFakeKubelet(t, cs, "node-1", "node-2", "node-3")
+	k := simkubelet.Start(t, cs, "node-1", "node-2", "node-3")
 	s.mustKubectl("apply", "-f", "testdata/deployment.yaml")
 	rolloutStatus(t, s, "default", "container-lab")
 	podsOn := func(node string) (live, terminating []corev1.Pod) {
@@ -48,7 +50,7 @@ func TestNodeFailure(t *testing.T) {
 	}
 
 	cutAt := time.Now()
-	k.cutOff("node-3", true)
+	k.CutOff("node-3", true)
 	waitFor(t, "node-3 Ready=Unknown with the unreachable taint", func() bool {
 		n, err := cs.CoreV1().Nodes().Get(ctx, "node-3", metav1.GetOptions{})
 		if err != nil {
@@ -61,7 +63,7 @@ func TestNodeFailure(t *testing.T) {
 	}
 	waitFor(t, "node-3's pod marked not Ready", func() bool {
 		p, err := cs.CoreV1().Pods("default").Get(ctx, doomed[0].Name, metav1.GetOptions{})
-		return err == nil && !podReady(p)
+		return err == nil && !simkubelet.PodReady(p)
 	})
 	waitFor(t, "the pod evicted after its 4s toleration, and Terminating", func() bool {
 		p, err := cs.CoreV1().Pods("default").Get(ctx, doomed[0].Name, metav1.GetOptions{})
@@ -91,7 +93,7 @@ func TestNodeFailure(t *testing.T) {
 		t.Errorf("the evicted pod should stay Terminating while its node is away: %d", len(term))
 	}
 
-	k.cutOff("node-3", false)
+	k.CutOff("node-3", false)
 	waitFor(t, "node-3 Ready again, untainted, and its pod gone", func() bool {
 		n, err := cs.CoreV1().Nodes().Get(ctx, "node-3", metav1.GetOptions{})
 		if err != nil || nodeReady(n) != corev1.ConditionTrue || len(n.Spec.Taints) != 0 {
@@ -128,7 +130,7 @@ func TestScheduling(t *testing.T) {
 	s := startServer(t)
 	cs := s.client()
 	ctx := ctxT(t)
-	k := startFakeKubelet(t, cs, "node-1", "node-2", "node-3")
+	k := simkubelet.Start(t, cs, "node-1", "node-2", "node-3")
 	create := func(p *corev1.Pod) {
 		t.Helper()
 		if p.Spec.Containers == nil {
@@ -170,10 +172,10 @@ func TestScheduling(t *testing.T) {
 	if n := nodeOf("big"); n != "" {
 		t.Fatalf("the big pod was bound to %s", n)
 	}
-	k.addNode(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "big-node"}}, "16", "64Gi")
+	k.AddNode(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "big-node"}}, "16", "64Gi")
 	waitFor(t, "the big pod bound to big-node", func() bool { return nodeOf("big") == "big-node" })
 
-	k.addNode(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-node", Labels: map[string]string{"accel": "gpu"}},
+	k.AddNode(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-node", Labels: map[string]string{"accel": "gpu"}},
 		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}}}}, "4", "8Gi")
 	create(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "wants-gpu"}, Spec: corev1.PodSpec{NodeSelector: map[string]string{"accel": "gpu"}}})
 	waitFor(t, "FailedScheduling for the untolerating pod", func() bool {

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kelp-project/kelp/test/simkubelet"
 )
 
 // podBounds follows a label selector's pods through a watch and records
@@ -55,7 +57,7 @@ func watchPodBounds(t *testing.T, cs kubernetes.Interface, ns, selector string) 
 			}
 			b.mu.Lock()
 			b.history = append(b.history, fmt.Sprintf("%s %s owner=%s ready=%v terminating=%v", ev.Type, p.Name,
-				p.OwnerReferences[0].Name, podReady(p), p.DeletionTimestamp != nil))
+				p.OwnerReferences[0].Name, simkubelet.PodReady(p), p.DeletionTimestamp != nil))
 			if ev.Type == watch.Deleted {
 				delete(b.pods, p.Name)
 			} else {
@@ -78,7 +80,7 @@ func (b *podBounds) observe() {
 			continue
 		}
 		live++
-		if podReady(p) {
+		if simkubelet.PodReady(p) {
 			ready++
 		}
 	}
@@ -118,7 +120,7 @@ func TestRollingUpdate(t *testing.T) {
 	s := startServer(t)
 	cs := s.client()
 	ctx := ctxT(t)
-	startFakeKubelet(t, cs, "node-1", "node-2", "node-3")
+	simkubelet.Start(t, cs, "node-1", "node-2", "node-3")
 
 	s.mustKubectl("apply", "-f", "testdata/deployment.yaml")
 	rolloutStatus(t, s, "default", "container-lab")
@@ -218,12 +220,12 @@ func TestProgressDeadline(t *testing.T) {
 	s := startServer(t)
 	cs := s.client()
 	ctx := ctxT(t)
-	startFakeKubelet(t, cs, "node-1")
+	simkubelet.Start(t, cs, "node-1")
 	one, deadline := int32(1), int32(2)
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "stuck"},
 		Spec: appsv1.DeploymentSpec{Replicas: &one, ProgressDeadlineSeconds: &deadline,
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "stuck"}},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "stuck", neverReadyLabel: "true"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "stuck", simkubelet.NeverReadyLabel: "true"}},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox:1.36"}}}}}}
 	if _, err := cs.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
