@@ -77,6 +77,8 @@ func serverCommand() *urfavecli.Command {
 			&urfavecli.StringFlag{Name: "cluster-dns", Value: "10.43.0.10", Usage: "cluster DNS service IP", EnvVars: env("CLUSTER_DNS")},
 			&urfavecli.StringFlag{Name: "cluster-domain", Value: "cluster.local", Usage: "cluster domain", EnvVars: env("CLUSTER_DOMAIN")},
 			&urfavecli.BoolFlag{Name: "disable-agent", Usage: "do not run the local node agent", EnvVars: env("DISABLE_AGENT")},
+			&urfavecli.BoolFlag{Name: "disable-scheduler", Usage: "do not run the scheduler", EnvVars: env("DISABLE_SCHEDULER")},
+			&urfavecli.BoolFlag{Name: "disable-controller-manager", Usage: "do not run the controllers", EnvVars: env("DISABLE_CONTROLLER_MANAGER")},
 			&urfavecli.StringFlag{Name: "node-name", Usage: "node name (default: the hostname)", EnvVars: env("NODE_NAME")},
 			&urfavecli.Int64Flag{Name: "default-not-ready-toleration-seconds", Value: 300, Usage: "toleration added to every pod for the not-ready:NoExecute taint", EnvVars: env("DEFAULT_NOT_READY_TOLERATION_SECONDS")},
 			&urfavecli.Int64Flag{Name: "default-unreachable-toleration-seconds", Value: 300, Usage: "toleration added to every pod for the unreachable:NoExecute taint", EnvVars: env("DEFAULT_UNREACHABLE_TOLERATION_SECONDS")},
@@ -116,6 +118,8 @@ func serverCommand() *urfavecli.Command {
 				ClusterDNS:         c.String("cluster-dns"),
 				ClusterDomain:      c.String("cluster-domain"),
 				DisableAgent:       c.Bool("disable-agent"),
+				DisableScheduler:   c.Bool("disable-scheduler"),
+				DisableControllers: c.Bool("disable-controller-manager"),
 				NodeName:           c.String("node-name"),
 				CompactionInterval: c.Duration("etcd-compaction-interval"),
 

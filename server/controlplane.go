@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/rest"
 
 	"github.com/kelp-project/kelp/server/controllers"
@@ -37,6 +38,10 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 	}
 	var wg sync.WaitGroup
 	run := func(name string, rc *rest.Config, start func(context.Context, *controllers.Toolkit) error) {
+		if (name == "kube-scheduler" && cfg.DisableScheduler) || (name == "kube-controller-manager" && cfg.DisableControllers) {
+			logrus.Infof("%s: disabled", name)
+			return
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -41,6 +41,8 @@ type Config struct {
 	ClusterDNS         string
 	ClusterDomain      string
 	DisableAgent       bool
+	DisableScheduler   bool // as k3s: another scheduler (or none) is used
+	DisableControllers bool // as k3s --disable-controller-manager
 	NodeName           string
 	CompactionInterval time.Duration
 	// DefaultNotReadyTolerationSeconds and DefaultUnreachableTolerationSeconds

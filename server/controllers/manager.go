@@ -75,8 +75,14 @@ func RunComponent(ctx context.Context, name string, cfg *rest.Config, le LeaderE
 }
 
 func runToolkit(ctx context.Context, name string, cfg *rest.Config, client kubernetes.Interface, start func(context.Context, *Toolkit) error) error {
+	// Events get their own client, as upstream components do, so that a
+	// burst of events never takes throttling budget from real work.
+	events, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
 	go func() {
 		<-ctx.Done()
 		broadcaster.Shutdown()

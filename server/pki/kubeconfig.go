@@ -37,9 +37,10 @@ func (ca *CA) RESTConfig(host, user string, groups []string) (*rest.Config, erro
 		Host:            host,
 		TLSClientConfig: rest.TLSClientConfig{CAData: ca.CertPEM, CertData: certPEM, KeyData: keyPEM},
 		UserAgent:       strings.TrimPrefix(user, "system:"),
-		// In-process components are trusted; client-side throttling would
-		// only slow their reaction to the watch stream.
-		QPS:   200,
-		Burst: 400,
+		// In-process components are trusted: the limit only stops a runaway
+		// loop from flooding the server, and is far above what scheduling
+		// 1,000 pods at once needs (one binding each).
+		QPS:   1000,
+		Burst: 2000,
 	}, nil
 }

@@ -73,8 +73,8 @@ func (h *activeHeap) Pop() any {
 // backoff (failed recently, waiting out its backoff) and unschedulable
 // (waiting for a cluster event). Pods being scheduled are "in flight".
 type schedulingQueue struct {
-	mu     sync.Mutex
-	cond   *sync.Cond
+	mu      sync.Mutex
+	cond    *sync.Cond
 	now     func() time.Time
 	backoff Backoff
 	closed  bool

@@ -76,7 +76,15 @@ type Scheduler struct {
 	rng   *rand.Rand
 
 	bindWG sync.WaitGroup
+	// binding bounds the bindings in flight. Scheduling decisions are much
+	// faster than bindings; letting a thousand pile up at once makes the
+	// HTTP/2 client open extra TLS connections (each one a handshake),
+	// which costs more than it saves.
+	binding chan struct{}
 }
+
+// maxBindsInFlight is the most concurrent pods/binding calls.
+const maxBindsInFlight = 32
 
 // New builds a scheduler and registers its pod and node event handlers on
 // factory. Run starts the factory (idempotent if the caller already did).
@@ -88,6 +96,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 		cache:    newCache(),
 		queue:    newSchedulingQueue(time.Now, backoff),
 		rng:      rand.New(rand.NewSource(time.Now().UnixNano())),
+		binding:  make(chan struct{}, maxBindsInFlight),
 	}
 	podInf := factory.Core().V1().Pods()
 	nodeInf := factory.Core().V1().Nodes()
@@ -366,8 +375,9 @@ func (s *Scheduler) scheduleOne(ctx context.Context, qp *queuedPod) {
 		return
 	}
 	s.bindWG.Add(1)
+	s.binding <- struct{}{}
 	go func() {
-		defer s.bindWG.Done()
+		defer func() { <-s.binding; s.bindWG.Done() }()
 		s.bind(ctx, qp, pod, node)
 	}()
 }

@@ -102,6 +102,7 @@ type server struct {
 	logFile    *os.File
 	config     *rest.Config
 	port       string // "0" until the first start picks one; kept across restarts
+	extraArgs  []string
 	exited     chan struct{}
 }
 
@@ -116,9 +117,11 @@ func newServer(tb testing.TB) *server {
 }
 
 // startServer starts a server with a fresh data dir and waits for /readyz.
-func startServer(tb testing.TB) *server {
+// args are added to the `kelp server` command line.
+func startServer(tb testing.TB, args ...string) *server {
 	tb.Helper()
 	s := newServer(tb)
+	s.extraArgs = args
 	s.start()
 	return s
 }
@@ -133,8 +136,9 @@ func (s *server) start() time.Duration {
 		s.tb.Fatal(err)
 	}
 	s.logFile = logFile
-	s.cmd = exec.Command(s.bin, "server", "--data-dir", s.dataDir, "--https-listen-port", s.port,
-		"--bind-address", "127.0.0.1", "--write-kubeconfig", s.kubeconfig, "--disable-agent")
+	args := append([]string{"server", "--data-dir", s.dataDir, "--https-listen-port", s.port,
+		"--bind-address", "127.0.0.1", "--write-kubeconfig", s.kubeconfig, "--disable-agent"}, s.extraArgs...)
+	s.cmd = exec.Command(s.bin, args...)
 	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
 	s.exited = make(chan struct{})
 	t0 := time.Now()
