@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -130,8 +131,13 @@ func Run(ctx context.Context, cfg Config) error {
 		ln.Close()
 		return err
 	}
+	var inflight atomic.Int64
 	srv := &http.Server{
-		Handler: api,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			inflight.Add(1)
+			defer inflight.Add(-1)
+			api.ServeHTTP(w, r)
+		}),
 		TLSConfig: &tls.Config{
 			Certificates: []tls.Certificate{cert},
 			ClientAuth:   tls.VerifyClientCertIfGiven,
@@ -185,10 +191,16 @@ func Run(ctx context.Context, cfg Config) error {
 	case <-time.After(3 * time.Second):
 		logrus.Warn("control loops did not stop within 3s")
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	stopAPI() // ends watches, so Shutdown does not wait on them
-	_ = srv.Shutdown(shutdownCtx)
+	stopAPI() // ends watches, so only real requests are left to finish
+	// Shutdown stops the listener and says GOAWAY, but it also waits for
+	// idle HTTP/2 connections to be closed by their clients (a second or
+	// more for the in-process ones). Requests in flight are what must
+	// finish; once they have, the connections are closed outright.
+	go func() { _ = srv.Shutdown(context.Background()) }()
+	for deadline := time.Now().Add(10 * time.Second); inflight.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	_ = srv.Close()
 	return nil
 }
 
