@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -17,9 +18,12 @@ import (
 	"k8s.io/component-base/cli"
 	"k8s.io/kubectl/pkg/cmd"
 
+	"github.com/kelp-project/kelp/agent"
+	"github.com/kelp-project/kelp/runtime"
 	"github.com/kelp-project/kelp/server"
 	"github.com/kelp-project/kelp/server/controllers/nodelifecycle"
 	"github.com/kelp-project/kelp/server/scheduler"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // defaultKubeconfig is where `kelp server` writes the admin kubeconfig
@@ -37,6 +41,14 @@ func main() {
 	if filepath.Base(os.Args[0]) == "kubectl" {
 		runKubectl(os.Args[1:])
 	}
+	// The containerd shim runs kelp as each container's log writer.
+	if runtime.IsLoggerInvocation(os.Args[1:]) {
+		if err := runtime.LoggerMain(os.Args[1:]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	app := &urfavecli.App{
 		Name:    "kelp",
 		Version: kelpVersion,
@@ -51,7 +63,7 @@ func main() {
 			}
 			return nil
 		},
-		Commands: []*urfavecli.Command{serverCommand(), kubectlCommand()},
+		Commands: []*urfavecli.Command{serverCommand(), agentCommand(), kubectlCommand()},
 	}
 	if err := app.Run(os.Args); err != nil {
 		logrus.Fatal(err)
@@ -62,8 +74,8 @@ func serverCommand() *urfavecli.Command {
 	env := func(name string) []string { return []string{"KELP_" + name} }
 	return &urfavecli.Command{
 		Name:  "server",
-		Usage: "run the control plane: embedded etcd and the Kubernetes API server",
-		Flags: []urfavecli.Flag{
+		Usage: "run the control plane (embedded etcd, API server, controllers, scheduler) and a local node agent",
+		Flags: append([]urfavecli.Flag{
 			&urfavecli.BoolFlag{Name: "debug", Usage: "log at debug level", EnvVars: env("DEBUG")},
 			&urfavecli.StringFlag{Name: "data-dir", Aliases: []string{"d"}, Value: "/var/lib/kelp", Usage: "directory for all state", EnvVars: env("DATA_DIR")},
 			&urfavecli.IntFlag{Name: "https-listen-port", Value: 6443, Usage: "API server port (0 picks a free port)", EnvVars: env("HTTPS_LISTEN_PORT")},
@@ -77,6 +89,7 @@ func serverCommand() *urfavecli.Command {
 			&urfavecli.StringFlag{Name: "cluster-dns", Value: "10.43.0.10", Usage: "cluster DNS service IP", EnvVars: env("CLUSTER_DNS")},
 			&urfavecli.StringFlag{Name: "cluster-domain", Value: "cluster.local", Usage: "cluster domain", EnvVars: env("CLUSTER_DOMAIN")},
 			&urfavecli.BoolFlag{Name: "disable-agent", Usage: "do not run the local node agent", EnvVars: env("DISABLE_AGENT")},
+			&urfavecli.StringFlag{Name: "node-ip", Usage: "the node's InternalIP (default: the advertise address)", EnvVars: env("NODE_IP")},
 			&urfavecli.BoolFlag{Name: "disable-scheduler", Usage: "do not run the scheduler", EnvVars: env("DISABLE_SCHEDULER")},
 			&urfavecli.BoolFlag{Name: "disable-controller-manager", Usage: "do not run the controllers", EnvVars: env("DISABLE_CONTROLLER_MANAGER")},
 			&urfavecli.StringFlag{Name: "node-name", Usage: "node name (default: the hostname)", EnvVars: env("NODE_NAME")},
@@ -94,11 +107,12 @@ func serverCommand() *urfavecli.Command {
 			// kube-scheduler's backoff, upstream defaults.
 			&urfavecli.DurationFlag{Name: "pod-initial-backoff", Value: scheduler.DefaultBackoff.Initial, Usage: "first retry delay for a pod that could not be scheduled", EnvVars: env("POD_INITIAL_BACKOFF")},
 			&urfavecli.DurationFlag{Name: "pod-max-backoff", Value: scheduler.DefaultBackoff.Max, Usage: "longest retry delay for a pod that could not be scheduled", EnvVars: env("POD_MAX_BACKOFF")},
-		},
+		}, agentFlags(env)...),
 		Action: func(c *urfavecli.Context) error {
 			if c.Bool("debug") {
 				logrus.SetLevel(logrus.DebugLevel)
 			}
+			ac := agentConfig(c)
 			mode, err := strconv.ParseUint(c.String("write-kubeconfig-mode"), 8, 32)
 			if err != nil {
 				return fmt.Errorf("--write-kubeconfig-mode %q: not an octal file mode", c.String("write-kubeconfig-mode"))
@@ -135,7 +149,79 @@ func serverCommand() *urfavecli.Command {
 					UnhealthyZoneThreshold:    c.Float64("unhealthy-zone-threshold"),
 				},
 				SchedulerBackoff: scheduler.Backoff{Initial: c.Duration("pod-initial-backoff"), Max: c.Duration("pod-max-backoff")},
+				Agent:            ac,
 			})
+		},
+	}
+}
+
+// agentFlags are the node agent's own flags, shared by `kelp server`
+// (for its local agent) and `kelp agent`.
+func agentFlags(env func(string) []string) []urfavecli.Flag {
+	return []urfavecli.Flag{
+		&urfavecli.StringFlag{Name: "container-runtime-endpoint", Usage: "use this containerd socket instead of a supervised containerd", EnvVars: env("CONTAINER_RUNTIME_ENDPOINT")},
+		&urfavecli.StringFlag{Name: "containerd-socket", Usage: "socket of the supervised containerd (default: <run-dir>/containerd/containerd.sock)", EnvVars: env("CONTAINERD_SOCKET")},
+		&urfavecli.StringFlag{Name: "run-dir", Value: "/run/kelp", Usage: "runtime files: pod netns pins, runc state", EnvVars: env("RUN_DIR")},
+		&urfavecli.StringFlag{Name: "pod-log-dir", Value: "/var/log/pods", Usage: "where container logs are written", EnvVars: env("POD_LOG_DIR")},
+		&urfavecli.StringFlag{Name: "cgroup-root", Value: "/kubepods", Usage: "cgroup under which pods run", EnvVars: env("CGROUP_ROOT")},
+		&urfavecli.DurationFlag{Name: "container-restart-max-backoff", Value: 5 * time.Minute, Usage: "longest CrashLoopBackOff delay", EnvVars: env("CONTAINER_RESTART_MAX_BACKOFF")},
+	}
+}
+
+func agentConfig(c *urfavecli.Context) agent.Config {
+	return agent.Config{
+		NodeIP:                   c.String("node-ip"),
+		Version:                  "v1.37.2-kelp",
+		ContainerRuntimeEndpoint: c.String("container-runtime-endpoint"),
+		ContainerdSocket:         c.String("containerd-socket"),
+		RunDir:                   c.String("run-dir"),
+		LogRoot:                  c.String("pod-log-dir"),
+		CgroupRoot:               c.String("cgroup-root"),
+		CrashLoopMaxBackoff:      c.Duration("container-restart-max-backoff"),
+	}
+}
+
+// agentCommand runs the node agent alone. Joining with a token comes with
+// multi-node support; for now it takes a kubeconfig with a node's rights.
+func agentCommand() *urfavecli.Command {
+	env := func(name string) []string { return []string{"KELP_" + name} }
+	return &urfavecli.Command{
+		Name:  "agent",
+		Usage: "run the node agent (kubelet on containerd, pod network)",
+		Flags: append([]urfavecli.Flag{
+			&urfavecli.BoolFlag{Name: "debug", Usage: "log at debug level", EnvVars: env("DEBUG")},
+			&urfavecli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig to reach the API server", Required: true, EnvVars: env("KUBECONFIG")},
+			&urfavecli.StringFlag{Name: "data-dir", Aliases: []string{"d"}, Value: "/var/lib/kelp", Usage: "directory for all state", EnvVars: env("DATA_DIR")},
+			&urfavecli.StringFlag{Name: "node-name", Usage: "node name (default: the hostname)", EnvVars: env("NODE_NAME")},
+			&urfavecli.StringFlag{Name: "node-ip", Usage: "the node's InternalIP (default: the host's first IPv4 address)", EnvVars: env("NODE_IP")},
+			&urfavecli.StringFlag{Name: "cluster-cidr", Value: "10.42.0.0/16", Usage: "pod network", EnvVars: env("CLUSTER_CIDR")},
+			&urfavecli.StringFlag{Name: "cluster-dns", Value: "10.43.0.10", Usage: "cluster DNS service IP", EnvVars: env("CLUSTER_DNS")},
+			&urfavecli.StringFlag{Name: "cluster-domain", Value: "cluster.local", Usage: "cluster domain", EnvVars: env("CLUSTER_DOMAIN")},
+		}, agentFlags(env)...),
+		Action: func(c *urfavecli.Context) error {
+			if c.Bool("debug") {
+				logrus.SetLevel(logrus.DebugLevel)
+			}
+			rc, err := clientcmd.BuildConfigFromFlags("", c.String("kubeconfig"))
+			if err != nil {
+				return fmt.Errorf("--kubeconfig: %w", err)
+			}
+			ac := agentConfig(c)
+			ac.DataDir, ac.NodeName = c.String("data-dir"), c.String("node-name")
+			ac.ClusterCIDR, ac.ClusterDNS, ac.ClusterDomain = c.String("cluster-cidr"), c.String("cluster-dns"), c.String("cluster-domain")
+			if ac.NodeName == "" {
+				h, err := os.Hostname()
+				if err != nil {
+					return err
+				}
+				ac.NodeName = strings.ToLower(h)
+			}
+			if ac.NodeIP == "" {
+				ac.NodeIP = server.DefaultAddress("")
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return agent.Run(ctx, ac, rc)
 		},
 	}
 }

@@ -1,22 +1,12 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a fresh Debian/Ubuntu machine (as root),
-# then runs the whole suite: formatting, vet, unit, integration tests.
+# then runs the whole suite: formatting, vet, unit, integration and
+# end-to-end tests (real containers under containerd: root required).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
 
-need_pkgs=()
-for p in ca-certificates git gcc; do
-	dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
-done
-if [ ${#need_pkgs[@]} -gt 0 ]; then
-	if [ "$(id -u)" -ne 0 ]; then
-		echo "test.sh: missing packages ${need_pkgs[*]} and not root to install them" >&2
-		exit 1
-	fi
-	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}"
-fi
+ensure_pkgs ca-certificates git gcc $NODE_PKGS
 ensure_go
 
 echo "== gofmt"

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/kelp-project/kelp/agent"
 	"github.com/kelp-project/kelp/embedded/etcd"
 	"github.com/kelp-project/kelp/server/apiserver"
 	"github.com/kelp-project/kelp/server/controllers/nodelifecycle"
@@ -54,6 +55,9 @@ type Config struct {
 	// eviction rates; SchedulerBackoff the scheduler's retry delays.
 	NodeLifecycle    nodelifecycle.Config
 	SchedulerBackoff scheduler.Backoff
+	// Agent holds the local agent's own settings (paths, runtime); the
+	// rest is filled in from the server's.
+	Agent agent.Config
 }
 
 // Run serves until ctx is cancelled, then shuts down cleanly: in-flight
@@ -68,7 +72,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.NodeName = strings.ToLower(h)
 	}
 	if cfg.AdvertiseAddress == "" {
-		cfg.AdvertiseAddress = defaultAddress(cfg.BindAddress)
+		cfg.AdvertiseAddress = DefaultAddress(cfg.BindAddress)
 	}
 	serverDir := filepath.Join(cfg.DataDir, "server")
 	tlsDir := filepath.Join(serverDir, "tls")
@@ -169,8 +173,26 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("control loops: %w", err)
 	}
 	logrus.Infof("kelp server ready in %s: API at %s, kubeconfig %s", time.Since(start).Round(time.Millisecond), server, cfg.WriteKubeconfig)
-	if !cfg.DisableAgent {
-		logrus.Info("the node agent is not part of this build yet; running the control plane only")
+	agentDone := make(chan struct{})
+	if cfg.DisableAgent {
+		close(agentDone)
+	} else {
+		rc, err := ca.RESTConfig(server, "system:node:"+cfg.NodeName, []string{"system:nodes"})
+		if err != nil {
+			return err
+		}
+		ac := cfg.Agent
+		ac.DataDir, ac.NodeName, ac.ControlPlane = cfg.DataDir, cfg.NodeName, true
+		ac.ClusterCIDR, ac.ClusterDNS, ac.ClusterDomain = cfg.ClusterCIDR, cfg.ClusterDNS, cfg.ClusterDomain
+		if ac.NodeIP == "" {
+			ac.NodeIP = cfg.AdvertiseAddress
+		}
+		go func() {
+			defer close(agentDone)
+			if err := agent.Run(loopsCtx, ac, rc); err != nil {
+				logrus.WithError(err).Error("agent stopped")
+			}
+		}()
 	}
 
 	select {
@@ -181,9 +203,11 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	logrus.Info("shutting down")
-	// The loops stop first, while the API still answers, so they can
-	// release their leader Leases for a standby server to take over.
+	// The loops and the agent stop first, while the API still answers, so
+	// they can release their leader Leases for a standby server to take
+	// over. The agent leaves containerd and the pods running.
 	stopLoops()
+	<-agentDone
 	loopsDone := make(chan struct{})
 	go func() { waitLoops(); close(loopsDone) }()
 	select {
@@ -240,10 +264,11 @@ func hostIPs() []net.IP {
 	return out
 }
 
-// defaultAddress picks the address advertised to clients: the bind
-// address if specific and routable, else the host's first non-loopback
-// IPv4 address (endpoints may not point at loopback).
-func defaultAddress(bind string) string {
+// DefaultAddress picks the address advertised to clients and used as a
+// node's InternalIP: the bind address if specific and routable, else the
+// host's first non-loopback IPv4 address (endpoints may not point at
+// loopback).
+func DefaultAddress(bind string) string {
 	if ip := net.ParseIP(bind); ip != nil && !ip.IsUnspecified() && !ip.IsLoopback() {
 		return bind
 	}

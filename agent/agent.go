@@ -1,0 +1,107 @@
+// Package agent is the node side of kelp: it supervises containerd,
+// imports the air-gap images, sets up the pod network and runs the
+// kubelet. `kelp server` runs it in-process (unless --disable-agent);
+// `kelp agent` runs it alone.
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/kelp-project/kelp/agent/kubelet"
+	"github.com/kelp-project/kelp/embedded/containerd"
+	"github.com/kelp-project/kelp/netplane/bridge"
+	"github.com/kelp-project/kelp/runtime"
+)
+
+// Config holds the agent's settings (flags of `kelp agent`, or derived
+// from `kelp server`'s).
+type Config struct {
+	DataDir      string // <data-dir>; the agent uses <data-dir>/agent
+	NodeName     string
+	NodeIP       string
+	ControlPlane bool
+	Version      string
+	// ContainerRuntimeEndpoint uses an existing containerd instead of a
+	// supervised one.
+	ContainerRuntimeEndpoint string
+	// ContainerdSocket is the supervised containerd's socket
+	// (default /run/kelp/containerd/containerd.sock).
+	ContainerdSocket string
+	// RunDir holds runtime files: netns pins, runc state (default /run/kelp).
+	RunDir        string
+	LogRoot       string // container logs (default /var/log/pods)
+	CgroupRoot    string // default /kubepods
+	ClusterCIDR   string
+	ClusterDNS    string
+	ClusterDomain string
+	// CrashLoopMaxBackoff caps container restart delays (upstream: 5 min).
+	CrashLoopMaxBackoff time.Duration
+}
+
+// Run runs the agent until ctx ends. containerd and the pods keep running
+// afterwards: the data plane outlives kelp.
+func Run(ctx context.Context, cfg Config, rc *rest.Config) error {
+	agentDir := filepath.Join(cfg.DataDir, "agent")
+	runDir := cfg.RunDir
+	if runDir == "" {
+		runDir = "/run/kelp"
+	}
+	if err := os.MkdirAll(filepath.Join(agentDir, "images"), 0o755); err != nil {
+		return err
+	}
+	address := cfg.ContainerRuntimeEndpoint
+	if address == "" {
+		sock := cfg.ContainerdSocket
+		if sock == "" {
+			sock = filepath.Join(runDir, "containerd", "containerd.sock")
+		}
+		sup, err := containerd.Start(ctx, containerd.Config{Dir: agentDir, Address: sock})
+		if err != nil {
+			return fmt.Errorf("containerd: %w", err)
+		}
+		address = sup.Address()
+	}
+	rt, err := runtime.New(ctx, runtime.Options{Address: address, StateDir: filepath.Join(runDir, "runtime"),
+		CgroupRoot: cfg.CgroupRoot, LogRoot: cfg.LogRoot})
+	if err != nil {
+		return err
+	}
+	go rt.WatchImageDir(ctx, filepath.Join(agentDir, "images"))
+
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	events, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: cfg.NodeName})
+
+	k := kubelet.New(kubelet.Config{
+		NodeName: cfg.NodeName, NodeIP: cfg.NodeIP, DataDir: agentDir, ControlPlane: cfg.ControlPlane,
+		Version: cfg.Version, ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain,
+		CgroupRoot: cfg.CgroupRoot, LogRoot: cfg.LogRoot, CrashLoopMaxBackoff: cfg.CrashLoopMaxBackoff,
+		NewNetwork: func(podCIDR string) (kubelet.Network, error) {
+			return bridge.New(bridge.Config{PodCIDR: podCIDR, ClusterCIDR: cfg.ClusterCIDR,
+				StateDir: filepath.Join(agentDir, "ipam"), NetNSDir: filepath.Join(runDir, "netns")})
+		},
+	}, client, rt, recorder)
+	logrus.Infof("agent: node %s, containerd at %s", cfg.NodeName, address)
+	return k.Run(ctx)
+}

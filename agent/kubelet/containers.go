@@ -1,0 +1,233 @@
+package kubelet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kelp-project/kelp/runtime"
+)
+
+// containerID names a container instance: unique per pod, container and
+// attempt, so a restart never collides with the instance it replaces.
+func containerID(pod *corev1.Pod, name string, attempt int) string {
+	return fmt.Sprintf("%s-%s-%d", pod.UID, name, attempt)
+}
+
+// logPath is upstream's layout: /var/log/pods/<ns>_<name>_<uid>/<container>/<restart>.log
+func (k *Kubelet) logPath(pod *corev1.Pod, name string, attempt int) string {
+	return filepath.Join(k.logRoot(), fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID), name, strconv.Itoa(attempt)+".log")
+}
+
+func (k *Kubelet) logRoot() string {
+	if k.cfg.LogRoot != "" {
+		return k.cfg.LogRoot
+	}
+	return "/var/log/pods"
+}
+
+// startContainer pulls the image, creates and starts attempt n of c, then
+// runs its postStart hook; failures become the container's waiting reason
+// and an Event, as upstream reports them.
+func (w *podWorker) startContainer(ctx context.Context, pod *corev1.Pod, c *corev1.Container, n int, init bool, previous []runtime.ContainerStatus) {
+	k := w.k
+	b := w.backoffFor("image:" + c.Name)
+	if wait := b.remaining(b.lastFailure); wait > 0 {
+		w.waiting[c.Name] = waitingState{"ImagePullBackOff", fmt.Sprintf("Back-off pulling image %q", c.Image)}
+		time.AfterFunc(wait, w.kick)
+		return
+	}
+	img, err := k.runtime.EnsureImage(ctx, c.Image, c.ImagePullPolicy)
+	if err != nil {
+		var pe *runtime.PullError
+		reason, msg := "ErrImagePull", err.Error()
+		if errors.As(err, &pe) {
+			reason, msg = pe.Reason, pe.Message
+		}
+		w.waiting[c.Name] = waitingState{reason, msg}
+		k.event(pod, corev1.EventTypeWarning, "Failed", "Failed to pull image %q: %s", c.Image, msg)
+		b.lastFailure = time.Now()
+		b.next(time.Time{}, b.lastFailure)
+		time.AfterFunc(b.remaining(b.lastFailure), w.kick)
+		return
+	}
+	b.delay = 0
+	spec, err := w.containerSpec(ctx, pod, c, img, n, init)
+	if err != nil {
+		w.waiting[c.Name] = waitingState{"CreateContainerConfigError", err.Error()}
+		k.event(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
+		return
+	}
+	// Keep only the previous instance (for lastState and logs --previous).
+	for i := 0; i+1 < len(previous); i++ {
+		_ = k.runtime.RemoveContainer(ctx, previous[i].ID)
+	}
+	if err := os.MkdirAll(filepath.Dir(spec.LogPath), 0o755); err != nil {
+		w.waiting[c.Name] = waitingState{"CreateContainerError", err.Error()}
+		return
+	}
+	if err := k.runtime.CreateContainer(ctx, spec); err != nil {
+		w.waiting[c.Name] = waitingState{"CreateContainerError", err.Error()}
+		k.event(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
+		return
+	}
+	k.event(pod, corev1.EventTypeNormal, "Created", "Created container: %s", c.Name)
+	if err := k.runtime.StartContainer(ctx, spec.ID); err != nil {
+		w.waiting[c.Name] = waitingState{"RunContainerError", err.Error()}
+		k.event(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
+		return
+	}
+	k.event(pod, corev1.EventTypeNormal, "Started", "Started container %s", c.Name)
+	delete(w.waiting, c.Name)
+	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
+		if err := w.runHook(ctx, pod, c, spec.ID, c.Lifecycle.PostStart); err != nil {
+			k.event(pod, corev1.EventTypeWarning, "FailedPostStartHook", "PostStartHook failed: %v", err)
+			_ = k.runtime.StopContainer(ctx, spec.ID, gracePeriod(pod))
+		}
+	}
+	w.started[spec.ID] = true
+	logrus.Debugf("kubelet: started %s/%s %s (attempt %d)", pod.Namespace, pod.Name, c.Name, n)
+}
+
+func gracePeriod(pod *corev1.Pod) time.Duration {
+	if pod.DeletionGracePeriodSeconds != nil {
+		return time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second
+	}
+	if pod.Spec.TerminationGracePeriodSeconds != nil {
+		return time.Duration(*pod.Spec.TerminationGracePeriodSeconds) * time.Second
+	}
+	return 30 * time.Second
+}
+
+// containerSpec turns the pod's container into what the runtime needs.
+func (w *podWorker) containerSpec(ctx context.Context, pod *corev1.Pod, c *corev1.Container, img runtime.Image, n int, init bool) (runtime.ContainerSpec, error) {
+	k := w.k
+	env, err := k.containerEnv(ctx, pod, c, w.podIP.String())
+	if err != nil {
+		return runtime.ContainerSpec{}, err
+	}
+	mounts, err := k.containerMounts(pod, c)
+	if err != nil {
+		return runtime.ContainerSpec{}, err
+	}
+	hostname := pod.Name
+	if pod.Spec.Hostname != "" {
+		hostname = pod.Spec.Hostname
+	}
+	if pod.Spec.HostNetwork {
+		hostname, _ = os.Hostname()
+	}
+	labels := map[string]string{
+		labelPodUID: string(pod.UID), labelPodName: pod.Name, labelPodNamespace: pod.Namespace,
+		labelContainerName: c.Name, labelAttempt: strconv.Itoa(n),
+	}
+	if init {
+		labels[labelInit] = "true"
+	}
+	labels[labelImage], labels[labelImageID] = img.Ref, img.ID
+	vars := map[string]string{}
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			vars[k] = v
+		}
+	}
+	command := make([]string, len(c.Command))
+	for i, a := range c.Command {
+		command[i] = expand(a, vars)
+	}
+	args := make([]string, len(c.Args))
+	for i, a := range c.Args {
+		args[i] = expand(a, vars)
+	}
+	return runtime.ContainerSpec{
+		ID:           containerID(pod, c.Name, n),
+		Labels:       labels,
+		Image:        img,
+		Command:      command,
+		Args:         args,
+		Env:          env,
+		WorkingDir:   c.WorkingDir,
+		Hostname:     hostname,
+		NetNSPath:    w.netnsPath,
+		Mounts:       mounts,
+		CgroupParent: k.podCgroup(pod),
+		Resources:    containerResources(c),
+		Security:     containerSecurity(pod, c),
+		LogPath:      k.logPath(pod, c.Name, n),
+		TTY:          c.TTY,
+		Stdin:        c.Stdin,
+	}, nil
+}
+
+// podCgroup is upstream's layout: Guaranteed pods directly under the
+// root, the others under burstable/ or besteffort/.
+func (k *Kubelet) podCgroup(pod *corev1.Pod) string {
+	qos := pod.Status.QOSClass
+	switch qos {
+	case corev1.PodQOSGuaranteed:
+		return filepath.Join(k.cfg.CgroupRoot, "pod"+string(pod.UID))
+	case corev1.PodQOSBestEffort:
+		return filepath.Join(k.cfg.CgroupRoot, "besteffort", "pod"+string(pod.UID))
+	default:
+		return filepath.Join(k.cfg.CgroupRoot, "burstable", "pod"+string(pod.UID))
+	}
+}
+
+// containerResources maps requests and limits to cgroup v1 as upstream:
+// shares from the CPU request (2 at least), quota from the CPU limit over
+// a 100 ms period, and the memory limit.
+func containerResources(c *corev1.Container) runtime.Resources {
+	var r runtime.Resources
+	const period = 100000
+	if q, ok := c.Resources.Requests[corev1.ResourceCPU]; ok {
+		r.CPUShares = uint64(max(q.MilliValue()*1024/1000, 2))
+	} else if q, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
+		r.CPUShares = uint64(max(q.MilliValue()*1024/1000, 2))
+	} else {
+		r.CPUShares = 2
+	}
+	if q, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
+		r.CPUPeriod = period
+		r.CPUQuota = max(q.MilliValue()*period/1000, 1000)
+	}
+	if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
+		r.MemoryLimit = q.Value()
+	}
+	return r
+}
+
+func containerSecurity(pod *corev1.Pod, c *corev1.Container) runtime.Security {
+	var s runtime.Security
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		s.RunAsUser, s.RunAsGroup = psc.RunAsUser, psc.RunAsGroup
+		s.SupplementalGroups = psc.SupplementalGroups
+	}
+	if sc := c.SecurityContext; sc != nil {
+		if sc.RunAsUser != nil {
+			s.RunAsUser = sc.RunAsUser
+		}
+		if sc.RunAsGroup != nil {
+			s.RunAsGroup = sc.RunAsGroup
+		}
+		s.Privileged = sc.Privileged != nil && *sc.Privileged
+		s.ReadOnlyRootfs = sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem
+		s.NoNewPrivileges = sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation
+		if caps := sc.Capabilities; caps != nil {
+			for _, x := range caps.Add {
+				s.CapAdd = append(s.CapAdd, string(x))
+			}
+			for _, x := range caps.Drop {
+				s.CapDrop = append(s.CapDrop, string(x))
+			}
+		}
+	}
+	return s
+}

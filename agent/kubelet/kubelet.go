@@ -1,0 +1,294 @@
+// Package kubelet is kelp's node agent core: it registers the Node, renews
+// its Lease, and runs the pods bound to it on containerd, reporting their
+// status through pods/status. Like every other component it is an API
+// client: pods come from a watch with fieldSelector spec.nodeName=<node>,
+// and each pod has its own worker that compares the pod's spec with what
+// the runtime reports and takes the next step (level-triggered), so a
+// restart of the agent adopts running containers instead of restarting
+// them.
+package kubelet
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/kelp-project/kelp/runtime"
+)
+
+// Runtime is what the kubelet needs from the container runtime
+// (*runtime.Runtime implements it).
+type Runtime interface {
+	Version(ctx context.Context) (string, error)
+	EnsureImage(ctx context.Context, ref string, policy corev1.PullPolicy) (runtime.Image, error)
+	CreateContainer(ctx context.Context, spec runtime.ContainerSpec) error
+	StartContainer(ctx context.Context, id string) error
+	StopContainer(ctx context.Context, id string, grace time.Duration) error
+	RemoveContainer(ctx context.Context, id string) error
+	ContainerStatus(ctx context.Context, id string) (runtime.ContainerStatus, error)
+	ListContainers(ctx context.Context) ([]runtime.ContainerStatus, error)
+	Exits() <-chan string
+	Exec(ctx context.Context, id string, cmd []string, stdin io.Reader, stdout, stderr io.Writer, tty bool) (int, error)
+}
+
+// Network gives pods their sandbox: a pinned network namespace with an IP
+// (*bridge.Bridge implements it).
+type Network interface {
+	Setup(podUID string) (netnsPath string, ip netip.Addr, err error)
+	Teardown(podUID string) error
+	Recover(keep map[string]bool) error
+}
+
+// Config holds the kubelet's settings; zero timings take upstream defaults.
+type Config struct {
+	NodeName string
+	NodeIP   string
+	// DataDir is <data-dir>/agent: pods/<uid>/ holds each pod's files.
+	DataDir      string
+	ControlPlane bool // label the node node-role.kubernetes.io/control-plane
+	NodeLabels   map[string]string
+	KubeletPort  int
+	Version      string
+	// ClusterDNS and ClusterDomain go into pods' resolv.conf.
+	ClusterDNS    string
+	ClusterDomain string
+	// CgroupRoot is where pod cgroups go (runtime.Options.CgroupRoot).
+	CgroupRoot string
+	// LogRoot is where container logs go (/var/log/pods by default).
+	LogRoot string
+	// CrashLoopMaxBackoff caps the restart delay (upstream: 5 min).
+	CrashLoopMaxBackoff time.Duration
+	// NewNetwork builds the pod network once the node has its podCIDR.
+	NewNetwork func(podCIDR string) (Network, error)
+}
+
+// Kubelet runs the pods of one node.
+type Kubelet struct {
+	cfg      Config
+	client   kubernetes.Interface
+	runtime  Runtime
+	network  Network
+	recorder record.EventRecorder
+
+	podLister corelisters.PodLister
+	secrets   corelisters.SecretLister
+	configs   corelisters.ConfigMapLister
+	services  corelisters.ServiceLister
+
+	mu      sync.Mutex
+	workers map[types.UID]*podWorker
+
+	lastStatusPost time.Time
+}
+
+// New builds a kubelet; Run starts it.
+func New(cfg Config, client kubernetes.Interface, rt Runtime, recorder record.EventRecorder) *Kubelet {
+	if cfg.CrashLoopMaxBackoff == 0 {
+		cfg.CrashLoopMaxBackoff = 5 * time.Minute
+	}
+	if cfg.KubeletPort == 0 {
+		cfg.KubeletPort = 10250
+	}
+	if cfg.ClusterDomain == "" {
+		cfg.ClusterDomain = "cluster.local"
+	}
+	if cfg.CgroupRoot == "" {
+		cfg.CgroupRoot = "/kubepods"
+	}
+	return &Kubelet{cfg: cfg, client: client, runtime: rt, recorder: recorder, workers: map[types.UID]*podWorker{}}
+}
+
+// Run registers the node, sets up the pod network, and runs pods until
+// ctx ends. Containers keep running after it returns: the data plane
+// outlives the agent.
+func (k *Kubelet) Run(ctx context.Context) error {
+	node, err := k.register(ctx)
+	if err != nil {
+		return fmt.Errorf("registering node %s: %w", k.cfg.NodeName, err)
+	}
+	network, err := k.cfg.NewNetwork(node.Spec.PodCIDR)
+	if err != nil {
+		return fmt.Errorf("pod network for %s: %w", node.Spec.PodCIDR, err)
+	}
+	k.network = network
+	go k.every(ctx, leaseRenewInterval, k.renewLease)
+	go k.every(ctx, statusUpdateInterval, k.syncNodeStatus)
+
+	factory := informers.NewSharedInformerFactoryWithOptions(k.client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", k.cfg.NodeName).String()
+		}))
+	others := informers.NewSharedInformerFactory(k.client, 0)
+	podInf := factory.Core().V1().Pods()
+	k.podLister = podInf.Lister()
+	k.secrets = others.Core().V1().Secrets().Lister()
+	k.configs = others.Core().V1().ConfigMaps().Lister()
+	k.services = others.Core().V1().Services().Lister()
+	_, _ = podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { k.podChanged(obj) },
+		UpdateFunc: func(_, obj any) { k.podChanged(obj) },
+		DeleteFunc: k.podDeleted,
+	})
+	factory.Start(ctx.Done())
+	others.Start(ctx.Done())
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("kubelet: %v cache never synced", typ)
+		}
+	}
+	for typ, ok := range others.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("kubelet: %v cache never synced", typ)
+		}
+	}
+	k.syncNodeStatus(ctx)
+	k.removeOrphans(ctx)
+	go k.relist(ctx)
+	<-ctx.Done()
+	k.mu.Lock()
+	for _, w := range k.workers {
+		w.stop()
+	}
+	k.mu.Unlock()
+	return nil
+}
+
+func (k *Kubelet) every(ctx context.Context, d time.Duration, f func(context.Context)) {
+	f(ctx)
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f(ctx)
+		}
+	}
+}
+
+func (k *Kubelet) podDir(uid types.UID) string {
+	return filepath.Join(k.cfg.DataDir, "pods", string(uid))
+}
+
+// podChanged hands the pod to its worker, starting one for a new pod.
+func (k *Kubelet) podChanged(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || pod.Spec.NodeName != k.cfg.NodeName {
+		return
+	}
+	k.mu.Lock()
+	w := k.workers[pod.UID]
+	if w == nil {
+		w = newPodWorker(k, pod)
+		k.workers[pod.UID] = w
+		go w.run()
+	}
+	k.mu.Unlock()
+	w.update(pod)
+}
+
+// podDeleted: the pod object is gone (confirmed by us, or force-deleted by
+// someone); its worker kills what is left and ends.
+func (k *Kubelet) podDeleted(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	k.mu.Lock()
+	w := k.workers[pod.UID]
+	k.mu.Unlock()
+	if w != nil {
+		w.deleted()
+	}
+}
+
+func (k *Kubelet) forget(uid types.UID) {
+	k.mu.Lock()
+	delete(k.workers, uid)
+	k.mu.Unlock()
+}
+
+// relist is the pod lifecycle event generator: container exits wake their
+// pod's worker at once, and every second each worker looks again anyway,
+// so nothing depends on one event arriving.
+func (k *Kubelet) relist(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case id := <-k.runtime.Exits():
+			k.kickByContainer(ctx, id)
+		case <-t.C:
+			k.mu.Lock()
+			for _, w := range k.workers {
+				w.kick()
+			}
+			k.mu.Unlock()
+		}
+	}
+}
+
+func (k *Kubelet) kickByContainer(ctx context.Context, id string) {
+	st, err := k.runtime.ContainerStatus(ctx, id)
+	if err != nil {
+		return
+	}
+	k.mu.Lock()
+	w := k.workers[types.UID(st.Labels[labelPodUID])]
+	k.mu.Unlock()
+	if w != nil {
+		w.kick()
+	}
+}
+
+// removeOrphans deletes containers and sandboxes that belong to no pod of
+// this node (pods deleted while the agent was down).
+func (k *Kubelet) removeOrphans(ctx context.Context) {
+	pods, err := k.podLister.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	keep := map[string]bool{}
+	for _, p := range pods {
+		keep[string(p.UID)] = true
+	}
+	list, err := k.runtime.ListContainers(ctx)
+	if err != nil {
+		logrus.WithError(err).Warn("kubelet: listing containers")
+		return
+	}
+	for _, c := range list {
+		uid := c.Labels[labelPodUID]
+		if uid == "" || keep[uid] {
+			continue
+		}
+		logrus.Infof("kubelet: removing container %s of a pod that is gone (%s)", c.ID, uid)
+		_ = k.runtime.StopContainer(ctx, c.ID, 0)
+		_ = k.runtime.RemoveContainer(ctx, c.ID)
+	}
+	if err := k.network.Recover(keep); err != nil {
+		logrus.WithError(err).Warn("kubelet: recovering the pod network")
+	}
+}

@@ -1,0 +1,324 @@
+package kubelet
+
+import (
+	"context"
+	"net/netip"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kelp-project/kelp/runtime"
+)
+
+// Labels on every container, so that the kubelet can rebuild its view of
+// a pod from containerd alone after a restart.
+const (
+	labelPodUID        = "io.kubernetes.pod.uid"
+	labelPodName       = "io.kubernetes.pod.name"
+	labelPodNamespace  = "io.kubernetes.pod.namespace"
+	labelContainerName = "io.kubernetes.container.name"
+	labelAttempt       = "io.kubernetes.container.attempt"
+	labelInit          = "io.kelp.container.init"
+	labelImage         = "io.kelp.image"
+	labelImageID       = "io.kelp.image.id"
+)
+
+// podWorker owns one pod: it alone starts, stops and removes the pod's
+// containers, so no two goroutines ever act on the same pod.
+type podWorker struct {
+	k   *Kubelet
+	uid types.UID
+
+	mu   sync.Mutex
+	pod  *corev1.Pod
+	gone bool // the API object is deleted
+
+	kickCh chan struct{}
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// Only the worker goroutine touches what follows.
+	netnsPath string
+	podIP     netip.Addr
+	backoff   map[string]*restartBackoff // per container name: crash and image-pull backoff
+	waiting   map[string]waitingState    // why a container is not running, for the status
+	probes    *prober
+	started   map[string]bool // container IDs whose postStart hook ran
+	startTime time.Time
+	posted    *corev1.PodStatus
+}
+
+type waitingState struct{ reason, message string }
+
+func newPodWorker(k *Kubelet, pod *corev1.Pod) *podWorker {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &podWorker{k: k, uid: pod.UID, pod: pod, kickCh: make(chan struct{}, 1), ctx: ctx, cancel: cancel,
+		backoff: map[string]*restartBackoff{}, waiting: map[string]waitingState{}, started: map[string]bool{}}
+	w.probes = newProber(w)
+	return w
+}
+
+func (w *podWorker) update(pod *corev1.Pod) {
+	w.mu.Lock()
+	w.pod = pod
+	w.mu.Unlock()
+	w.kick()
+}
+
+func (w *podWorker) deleted() {
+	w.mu.Lock()
+	w.gone = true
+	w.mu.Unlock()
+	w.kick()
+}
+
+func (w *podWorker) kick() {
+	select {
+	case w.kickCh <- struct{}{}:
+	default:
+	}
+}
+
+// stop ends the worker without touching the pod's containers (agent
+// shutdown: the containers keep running).
+func (w *podWorker) stop() { w.cancel() }
+
+func (w *podWorker) run() {
+	defer w.probes.stopAll()
+	for {
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-w.kickCh:
+		}
+		w.mu.Lock()
+		pod, gone := w.pod, w.gone
+		w.mu.Unlock()
+		if done := w.sync(pod, gone); done {
+			w.k.forget(w.uid)
+			w.cancel()
+			return
+		}
+	}
+}
+
+// instances returns the pod's containers in containerd, by container
+// name, oldest attempt first.
+func (w *podWorker) instances(ctx context.Context) (map[string][]runtime.ContainerStatus, error) {
+	list, err := w.k.runtime.ListContainers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]runtime.ContainerStatus{}
+	for _, c := range list {
+		if c.Labels[labelPodUID] != string(w.uid) {
+			continue
+		}
+		name := c.Labels[labelContainerName]
+		out[name] = append(out[name], c)
+	}
+	for _, l := range out {
+		sort.Slice(l, func(i, j int) bool { return attempt(l[i]) < attempt(l[j]) })
+	}
+	return out, nil
+}
+
+func attempt(c runtime.ContainerStatus) int {
+	n, _ := strconv.Atoi(c.Labels[labelAttempt])
+	return n
+}
+
+func latest(l []runtime.ContainerStatus) *runtime.ContainerStatus {
+	if len(l) == 0 {
+		return nil
+	}
+	return &l[len(l)-1]
+}
+
+// sync takes the pod one step towards its spec; it returns true when the
+// pod is finished with and the worker can end.
+func (w *podWorker) sync(pod *corev1.Pod, gone bool) bool {
+	ctx := w.ctx
+	if gone {
+		w.killAll(ctx, pod, 2*time.Second)
+		w.cleanup(ctx, pod)
+		return true
+	}
+	if pod.DeletionTimestamp != nil {
+		return w.terminate(ctx, pod)
+	}
+	inst, err := w.instances(ctx)
+	if err != nil {
+		logrus.WithError(err).Warnf("kubelet: listing containers of %s/%s", pod.Namespace, pod.Name)
+		return false
+	}
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		// A finished pod keeps its status; its containers stay stopped.
+		w.killAll(ctx, pod, 0)
+		return false
+	}
+	if w.startTime.IsZero() {
+		w.startTime = time.Now()
+		if pod.Status.StartTime != nil {
+			w.startTime = pod.Status.StartTime.Time
+		}
+	}
+	if err := w.ensureSandbox(pod); err != nil {
+		w.k.event(pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
+		w.postStatus(ctx, pod, inst)
+		return false
+	}
+	if err := w.k.prepareVolumes(ctx, pod); err != nil {
+		w.k.event(pod, corev1.EventTypeWarning, "FailedMount", "%v", err)
+		w.postStatus(ctx, pod, inst)
+		return false
+	}
+	if w.syncInit(ctx, pod, inst) {
+		for i := range pod.Spec.Containers {
+			w.syncContainer(ctx, pod, &pod.Spec.Containers[i], inst[pod.Spec.Containers[i].Name], false)
+		}
+	}
+	inst, _ = w.instances(ctx)
+	w.probes.sync(pod, inst)
+	w.postStatus(ctx, pod, inst)
+	return false
+}
+
+func (w *podWorker) ensureSandbox(pod *corev1.Pod) error {
+	if w.netnsPath != "" && !pod.Spec.HostNetwork {
+		return nil
+	}
+	if err := w.k.writePodFiles(pod); err != nil {
+		return err
+	}
+	if pod.Spec.HostNetwork {
+		w.podIP, _ = netip.ParseAddr(w.k.cfg.NodeIP)
+		w.netnsPath = ""
+		return nil
+	}
+	path, ip, err := w.k.network.Setup(string(pod.UID))
+	if err != nil {
+		return err
+	}
+	if err := w.k.writeHosts(pod, ip.String()); err != nil {
+		return err
+	}
+	w.netnsPath, w.podIP = path, ip
+	return nil
+}
+
+// syncInit runs init containers in order, each to completion; it returns
+// true once all of them have succeeded.
+func (w *podWorker) syncInit(ctx context.Context, pod *corev1.Pod, inst map[string][]runtime.ContainerStatus) bool {
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		last := latest(inst[c.Name])
+		if last != nil && last.State == runtime.StateExited && last.ExitCode == 0 {
+			continue
+		}
+		w.syncContainer(ctx, pod, c, inst[c.Name], true)
+		return false
+	}
+	return true
+}
+
+// syncContainer starts a container that has never run, or restarts an
+// exited one when the restart policy and the crash backoff allow.
+func (w *podWorker) syncContainer(ctx context.Context, pod *corev1.Pod, c *corev1.Container, inst []runtime.ContainerStatus, init bool) {
+	last := latest(inst)
+	next := 0
+	if last != nil {
+		switch last.State {
+		case runtime.StateRunning:
+			if !w.started[last.ID] {
+				w.started[last.ID] = true // adopted after an agent restart: its hook already ran
+			}
+			delete(w.waiting, c.Name)
+			return
+		case runtime.StateCreated:
+			if err := w.k.runtime.StartContainer(ctx, last.ID); err != nil {
+				w.waiting[c.Name] = waitingState{"RunContainerError", err.Error()}
+			}
+			return
+		}
+		if !shouldRestart(pod.Spec.RestartPolicy, last.ExitCode, init) {
+			return
+		}
+		next = attempt(*last) + 1
+		b := w.backoffFor(c.Name)
+		if wait := b.remaining(last.FinishedAt); wait > 0 {
+			w.waiting[c.Name] = waitingState{"CrashLoopBackOff", "back-off " + b.current().String() + " restarting failed container=" +
+				c.Name + " pod=" + pod.Name + "_" + pod.Namespace + "(" + string(pod.UID) + ")"}
+			time.AfterFunc(wait, w.kick)
+			return
+		}
+		b.next(last.StartedAt, last.FinishedAt)
+	}
+	w.startContainer(ctx, pod, c, next, init, inst)
+}
+
+func shouldRestart(policy corev1.RestartPolicy, exitCode int32, init bool) bool {
+	switch policy {
+	case corev1.RestartPolicyNever:
+		return false
+	case corev1.RestartPolicyOnFailure:
+		return exitCode != 0
+	default:
+		// Init containers of an Always pod are retried only on failure.
+		return !init || exitCode != 0
+	}
+}
+
+func (w *podWorker) backoffFor(name string) *restartBackoff {
+	b := w.backoff[name]
+	if b == nil {
+		b = &restartBackoff{max: w.k.cfg.CrashLoopMaxBackoff}
+		w.backoff[name] = b
+	}
+	return b
+}
+
+// killAll stops every running container of the pod within grace.
+func (w *podWorker) killAll(ctx context.Context, pod *corev1.Pod, grace time.Duration) {
+	inst, err := w.instances(ctx)
+	if err != nil {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, l := range inst {
+		for _, c := range l {
+			if c.State != runtime.StateRunning {
+				continue
+			}
+			wg.Add(1)
+			go func(id string) {
+				defer wg.Done()
+				if err := w.k.runtime.StopContainer(ctx, id, grace); err != nil {
+					logrus.WithError(err).Warnf("kubelet: stopping %s", id)
+				}
+			}(c.ID)
+		}
+	}
+	wg.Wait()
+}
+
+// cleanup removes the pod's containers, sandbox and files.
+func (w *podWorker) cleanup(ctx context.Context, pod *corev1.Pod) {
+	w.probes.stopAll()
+	if inst, err := w.instances(ctx); err == nil {
+		for _, l := range inst {
+			for _, c := range l {
+				_ = w.k.runtime.RemoveContainer(ctx, c.ID)
+			}
+		}
+	}
+	if err := w.k.network.Teardown(string(w.uid)); err != nil {
+		logrus.WithError(err).Warnf("kubelet: tearing down the sandbox of %s", w.uid)
+	}
+	w.k.removePodFiles(w.uid)
+}

@@ -1,0 +1,274 @@
+package kubelet
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kelp-project/kelp/runtime"
+)
+
+// postStatus computes the pod's status from the runtime and the probes and
+// writes it through pods/status when it changed.
+func (w *podWorker) postStatus(ctx context.Context, pod *corev1.Pod, inst map[string][]runtime.ContainerStatus) {
+	st := w.podStatus(pod, inst)
+	if w.posted != nil && apiequality.Semantic.DeepEqual(*w.posted, st) {
+		return
+	}
+	if w.posted == nil && statusEqual(pod.Status, st) {
+		w.posted = &st
+		return
+	}
+	updated := pod.DeepCopy()
+	updated.Status = st
+	if _, err := w.k.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+		logrus.WithError(err).Debugf("kubelet: status of %s/%s", pod.Namespace, pod.Name)
+		return
+	}
+	w.posted = &st
+}
+
+func statusEqual(a, b corev1.PodStatus) bool {
+	return apiequality.Semantic.DeepEqual(a, b)
+}
+
+// podStatus is upstream's view of a pod: phase, conditions, one status per
+// container, IPs, QoS class and start time. Transition times are kept
+// from the previous status while a condition does not change.
+func (w *podWorker) podStatus(pod *corev1.Pod, inst map[string][]runtime.ContainerStatus) corev1.PodStatus {
+	st := corev1.PodStatus{QOSClass: pod.Status.QOSClass, HostIP: w.k.cfg.NodeIP,
+		HostIPs: []corev1.HostIP{{IP: w.k.cfg.NodeIP}}}
+	if !w.startTime.IsZero() {
+		t := metav1.NewTime(w.startTime.Truncate(time.Second))
+		st.StartTime = &t
+	}
+	if w.podIP.IsValid() {
+		st.PodIP = w.podIP.String()
+		st.PodIPs = []corev1.PodIP{{IP: st.PodIP}}
+	}
+	initDone := true
+	initFailed := false
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		cs := w.containerStatus(pod, c, inst[c.Name], true)
+		st.InitContainerStatuses = append(st.InitContainerStatuses, cs)
+		if cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0 {
+			initDone = false
+			if cs.State.Terminated != nil && pod.Spec.RestartPolicy == corev1.RestartPolicyNever {
+				initFailed = true
+			}
+		}
+	}
+	allReady := true
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		cs := w.containerStatus(pod, c, inst[c.Name], false)
+		st.ContainerStatuses = append(st.ContainerStatuses, cs)
+		allReady = allReady && cs.Ready
+	}
+	st.Phase = phase(pod, st, initDone, initFailed)
+	sandbox := w.netnsPath != "" || (pod.Spec.HostNetwork && w.podIP.IsValid())
+	reason := func(ok bool, r string) string {
+		if ok {
+			return ""
+		}
+		return r
+	}
+	ready := initDone && allReady && st.Phase == corev1.PodRunning
+	st.Conditions = []corev1.PodCondition{
+		w.condition(pod, corev1.PodReadyToStartContainers, sandbox, ""),
+		w.condition(pod, corev1.PodInitialized, initDone, reason(initDone, "ContainersNotInitialized")),
+		w.condition(pod, corev1.ContainersReady, initDone && allReady, reason(initDone && allReady, "ContainersNotReady")),
+		w.condition(pod, corev1.PodReady, ready, reason(ready, "ContainersNotReady")),
+		w.condition(pod, corev1.PodScheduled, true, ""),
+	}
+	if !initDone && len(pod.Spec.InitContainers) > 0 {
+		st.Conditions[2].Reason, st.Conditions[3].Reason = "PodInitializing", "PodInitializing"
+	}
+	for i := range st.Conditions {
+		c := &st.Conditions[i]
+		if c.Status == corev1.ConditionFalse && c.Reason == "ContainersNotReady" {
+			var names []string
+			for _, cs := range st.ContainerStatuses {
+				if !cs.Ready {
+					names = append(names, cs.Name)
+				}
+			}
+			c.Message = "containers with unready status: [" + strings.Join(names, " ") + "]"
+		}
+		if c.Status == corev1.ConditionFalse && c.Reason == "ContainersNotInitialized" {
+			var names []string
+			for _, cs := range st.InitContainerStatuses {
+				if cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0 {
+					names = append(names, cs.Name)
+				}
+			}
+			c.Message = "containers with incomplete status: [" + strings.Join(names, " ") + "]"
+		}
+	}
+	// Conditions set by others (DisruptionTarget, readiness gates) stay.
+	for _, c := range pod.Status.Conditions {
+		switch c.Type {
+		case corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady, corev1.PodScheduled:
+		default:
+			st.Conditions = append(st.Conditions, c)
+		}
+	}
+	return st
+}
+
+func (w *podWorker) condition(pod *corev1.Pod, typ corev1.PodConditionType, ok bool, reason string) corev1.PodCondition {
+	c := corev1.PodCondition{Type: typ, Status: corev1.ConditionFalse, Reason: reason, LastTransitionTime: metav1.NewTime(time.Now().Truncate(time.Second))}
+	if ok {
+		c.Status = corev1.ConditionTrue
+	}
+	for _, old := range pod.Status.Conditions {
+		if old.Type == typ && old.Status == c.Status {
+			c.LastTransitionTime = old.LastTransitionTime
+			c.LastProbeTime = old.LastProbeTime
+		}
+	}
+	if w.posted != nil {
+		for _, old := range w.posted.Conditions {
+			if old.Type == typ && old.Status == c.Status {
+				c.LastTransitionTime = old.LastTransitionTime
+			}
+		}
+	}
+	return c
+}
+
+// phase follows upstream's getPhase.
+func phase(pod *corev1.Pod, st corev1.PodStatus, initDone, initFailed bool) corev1.PodPhase {
+	if initFailed {
+		return corev1.PodFailed
+	}
+	if !initDone {
+		return corev1.PodPending
+	}
+	var waiting, running, succeeded, failed, stopped int
+	for _, cs := range st.ContainerStatuses {
+		switch {
+		case cs.State.Running != nil:
+			running++
+		case cs.State.Terminated != nil:
+			stopped++
+			if cs.State.Terminated.ExitCode == 0 {
+				succeeded++
+			} else {
+				failed++
+			}
+		case cs.State.Waiting != nil:
+			if cs.LastTerminationState.Terminated != nil {
+				stopped++
+			} else {
+				waiting++
+			}
+		}
+	}
+	switch {
+	case waiting > 0:
+		return corev1.PodPending
+	case running > 0:
+		return corev1.PodRunning
+	case running == 0 && stopped > 0:
+		switch pod.Spec.RestartPolicy {
+		case corev1.RestartPolicyAlways:
+			return corev1.PodRunning
+		case corev1.RestartPolicyOnFailure:
+			if stopped == succeeded {
+				return corev1.PodSucceeded
+			}
+			return corev1.PodRunning
+		default:
+			if failed > 0 {
+				return corev1.PodFailed
+			}
+			return corev1.PodSucceeded
+		}
+	}
+	return corev1.PodPending
+}
+
+// containerStatus reports the latest instance of a container, with the
+// one before it as lastState.
+func (w *podWorker) containerStatus(pod *corev1.Pod, c *corev1.Container, inst []runtime.ContainerStatus, init bool) corev1.ContainerStatus {
+	cs := corev1.ContainerStatus{Name: c.Name, Image: c.Image}
+	f := false
+	cs.Started = &f
+	last := latest(inst)
+	if last != nil {
+		cs.ContainerID = "containerd://" + last.ID
+		cs.RestartCount = int32(attempt(*last))
+		cs.Image = last.Labels[labelImage]
+		if cs.Image == "" {
+			cs.Image = c.Image
+		}
+		cs.ImageID = last.Labels[labelImageID]
+		cs.State = w.state(pod, c.Name, *last)
+		if len(inst) > 1 {
+			cs.LastTerminationState = w.state(pod, c.Name, inst[len(inst)-2])
+		}
+		if last.State == runtime.StateRunning {
+			started := w.probes.isStarted(last.ID)
+			cs.Started = &started
+			cs.Ready = !init && w.probes.isReady(last.ID)
+		}
+	}
+	if wst, ok := w.waiting[c.Name]; ok && (last == nil || last.State != runtime.StateRunning) {
+		if cs.State.Terminated != nil {
+			cs.LastTerminationState = cs.State
+		}
+		cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: wst.reason, Message: wst.message}}
+	}
+	if last == nil && cs.State.Waiting == nil {
+		reason := "ContainerCreating"
+		if init || !w.initDone(pod) {
+			reason = "PodInitializing"
+			if init {
+				reason = "PodInitializing"
+			}
+		}
+		cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}}
+	}
+	return cs
+}
+
+func (w *podWorker) initDone(pod *corev1.Pod) bool {
+	return len(pod.Spec.InitContainers) == 0 || (w.posted != nil && podCondition(w.posted, corev1.PodInitialized))
+}
+
+func podCondition(st *corev1.PodStatus, typ corev1.PodConditionType) bool {
+	for _, c := range st.Conditions {
+		if c.Type == typ {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func (w *podWorker) state(pod *corev1.Pod, name string, c runtime.ContainerStatus) corev1.ContainerState {
+	switch c.State {
+	case runtime.StateRunning:
+		return corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(c.StartedAt)}}
+	case runtime.StateExited:
+		reason := c.Reason
+		if reason == "" {
+			reason = "Error"
+			if c.ExitCode == 0 {
+				reason = "Completed"
+			}
+		}
+		return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: c.ExitCode, Reason: reason, Message: w.k.terminationMessage(pod, name),
+			StartedAt: metav1.NewTime(c.StartedAt), FinishedAt: metav1.NewTime(c.FinishedAt),
+			ContainerID: "containerd://" + c.ID,
+		}}
+	}
+	return corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}
+}

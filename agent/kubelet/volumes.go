@@ -1,0 +1,350 @@
+package kubelet
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/kelp-project/kelp/runtime"
+)
+
+// volumeDir is where a pod volume's content lives on the node.
+func (k *Kubelet) volumeDir(pod *corev1.Pod, name string) string {
+	return filepath.Join(k.podDir(pod.UID), "volumes", name)
+}
+
+// prepareVolumes makes every volume's content ready before containers
+// start, and refreshes configMap, secret and downward API content on each
+// sync (files are replaced by rename, so containers see whole files).
+func (k *Kubelet) prepareVolumes(ctx context.Context, pod *corev1.Pod) error {
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		if err := k.prepareVolume(pod, v); err != nil {
+			return fmt.Errorf("MountVolume.SetUp failed for volume %q : %v", v.Name, err)
+		}
+	}
+	return nil
+}
+
+func (k *Kubelet) prepareVolume(pod *corev1.Pod, v *corev1.Volume) error {
+	dir := k.volumeDir(pod, v.Name)
+	switch {
+	case v.EmptyDir != nil:
+		if err := os.MkdirAll(dir, 0o777); err != nil {
+			return err
+		}
+		if v.EmptyDir.Medium == corev1.StorageMediumMemory && !isMountPoint(dir) {
+			opts := "mode=0777"
+			if v.EmptyDir.SizeLimit != nil {
+				opts += ",size=" + strconv.FormatInt(v.EmptyDir.SizeLimit.Value(), 10)
+			}
+			if err := unix.Mount("tmpfs", dir, "tmpfs", 0, opts); err != nil {
+				return fmt.Errorf("mounting tmpfs: %w", err)
+			}
+		}
+		return os.Chmod(dir, 0o777)
+	case v.HostPath != nil:
+		return prepareHostPath(v.HostPath)
+	case v.ConfigMap != nil:
+		files, err := k.configMapFiles(pod.Namespace, v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.Optional, v.ConfigMap.DefaultMode)
+		if err != nil {
+			return err
+		}
+		return writeVolumeFiles(dir, files)
+	case v.Secret != nil:
+		files, err := k.secretFiles(pod.Namespace, v.Secret.SecretName, v.Secret.Items, v.Secret.Optional, v.Secret.DefaultMode)
+		if err != nil {
+			return err
+		}
+		return writeVolumeFiles(dir, files)
+	case v.DownwardAPI != nil:
+		files, err := k.downwardFiles(pod, v.DownwardAPI.Items, v.DownwardAPI.DefaultMode)
+		if err != nil {
+			return err
+		}
+		return writeVolumeFiles(dir, files)
+	case v.Projected != nil:
+		files := map[string]volumeFile{}
+		for _, src := range v.Projected.Sources {
+			var part map[string]volumeFile
+			var err error
+			switch {
+			case src.ConfigMap != nil:
+				part, err = k.configMapFiles(pod.Namespace, src.ConfigMap.Name, src.ConfigMap.Items, src.ConfigMap.Optional, v.Projected.DefaultMode)
+			case src.Secret != nil:
+				part, err = k.secretFiles(pod.Namespace, src.Secret.Name, src.Secret.Items, src.Secret.Optional, v.Projected.DefaultMode)
+			case src.DownwardAPI != nil:
+				part, err = k.downwardFiles(pod, src.DownwardAPI.Items, v.Projected.DefaultMode)
+			default:
+				err = fmt.Errorf("projected source %+v is not supported by kelp yet", src)
+			}
+			if err != nil {
+				return err
+			}
+			for p, f := range part {
+				files[p] = f
+			}
+		}
+		return writeVolumeFiles(dir, files)
+	}
+	return fmt.Errorf("volume type is not supported by kelp yet")
+}
+
+func prepareHostPath(h *corev1.HostPathVolumeSource) error {
+	typ := corev1.HostPathUnset
+	if h.Type != nil {
+		typ = *h.Type
+	}
+	fi, err := os.Stat(h.Path)
+	switch typ {
+	case corev1.HostPathDirectoryOrCreate:
+		if os.IsNotExist(err) {
+			return os.MkdirAll(h.Path, 0o755)
+		}
+	case corev1.HostPathFileOrCreate:
+		if os.IsNotExist(err) {
+			if err := os.MkdirAll(filepath.Dir(h.Path), 0o755); err != nil {
+				return err
+			}
+			f, err := os.OpenFile(h.Path, os.O_CREATE, 0o644)
+			if err != nil {
+				return err
+			}
+			return f.Close()
+		}
+	case corev1.HostPathDirectory:
+		if err != nil || !fi.IsDir() {
+			return fmt.Errorf("hostPath type check failed: %s is not a directory", h.Path)
+		}
+	case corev1.HostPathFile:
+		if err != nil || !fi.Mode().IsRegular() {
+			return fmt.Errorf("hostPath type check failed: %s is not a file", h.Path)
+		}
+	case corev1.HostPathSocket:
+		if err != nil || fi.Mode()&os.ModeSocket == 0 {
+			return fmt.Errorf("hostPath type check failed: %s is not a socket file", h.Path)
+		}
+	}
+	return nil
+}
+
+type volumeFile struct {
+	data []byte
+	mode os.FileMode
+}
+
+func fileMode(item *int32, def *int32) os.FileMode {
+	switch {
+	case item != nil:
+		return os.FileMode(*item)
+	case def != nil:
+		return os.FileMode(*def)
+	}
+	return 0o644
+}
+
+func keyFiles(data map[string][]byte, items []corev1.KeyToPath, def *int32, what string) (map[string]volumeFile, error) {
+	out := map[string]volumeFile{}
+	if len(items) == 0 {
+		for key, v := range data {
+			out[key] = volumeFile{v, fileMode(nil, def)}
+		}
+		return out, nil
+	}
+	for _, it := range items {
+		v, ok := data[it.Key]
+		if !ok {
+			return nil, fmt.Errorf("configuration error: key %q not found in %s", it.Key, what)
+		}
+		out[it.Path] = volumeFile{v, fileMode(it.Mode, def)}
+	}
+	return out, nil
+}
+
+func (k *Kubelet) configMapFiles(ns, name string, items []corev1.KeyToPath, optional *bool, def *int32) (map[string]volumeFile, error) {
+	cm, err := k.configs.ConfigMaps(ns).Get(name)
+	if err != nil {
+		if apierrors.IsNotFound(err) && optional != nil && *optional {
+			return map[string]volumeFile{}, nil
+		}
+		return nil, fmt.Errorf("configmap %q not found", name)
+	}
+	data := map[string][]byte{}
+	for key, v := range cm.Data {
+		data[key] = []byte(v)
+	}
+	for key, v := range cm.BinaryData {
+		data[key] = v
+	}
+	return keyFiles(data, items, def, "ConfigMap "+ns+"/"+name)
+}
+
+func (k *Kubelet) secretFiles(ns, name string, items []corev1.KeyToPath, optional *bool, def *int32) (map[string]volumeFile, error) {
+	s, err := k.secrets.Secrets(ns).Get(name)
+	if err != nil {
+		if apierrors.IsNotFound(err) && optional != nil && *optional {
+			return map[string]volumeFile{}, nil
+		}
+		return nil, fmt.Errorf("secret %q not found", name)
+	}
+	return keyFiles(s.Data, items, def, "Secret "+ns+"/"+name)
+}
+
+func (k *Kubelet) downwardFiles(pod *corev1.Pod, items []corev1.DownwardAPIVolumeFile, def *int32) (map[string]volumeFile, error) {
+	out := map[string]volumeFile{}
+	for _, it := range items {
+		var v string
+		var err error
+		switch {
+		case it.FieldRef != nil:
+			v, err = k.fieldValue(pod, it.FieldRef.FieldPath, "")
+		case it.ResourceFieldRef != nil:
+			v, err = k.resourceValue(pod, &pod.Spec.Containers[0], it.ResourceFieldRef)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[it.Path] = volumeFile{[]byte(v), fileMode(it.Mode, def)}
+	}
+	return out, nil
+}
+
+// writeVolumeFiles makes dir hold exactly files: each is written to a
+// temporary name and renamed, so a reader never sees half a file; files no
+// longer wanted are removed.
+func writeVolumeFiles(dir string, files map[string]volumeFile) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for rel, f := range files {
+		if strings.Contains(rel, "..") || filepath.IsAbs(rel) {
+			return fmt.Errorf("invalid path %q", rel)
+		}
+		p := filepath.Join(dir, rel)
+		if cur, err := os.ReadFile(p); err == nil && string(cur) == string(f.data) {
+			_ = os.Chmod(p, f.mode)
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		tmp := p + ".kelp-tmp"
+		if err := os.WriteFile(tmp, f.data, f.mode); err != nil {
+			return err
+		}
+		if err := os.Chmod(tmp, f.mode); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, p); err != nil {
+			return err
+		}
+	}
+	return filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() {
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if _, ok := files[rel]; !ok {
+			_ = os.Remove(p)
+		}
+		return nil
+	})
+}
+
+// containerMounts lists the bind mounts of one container: its volumes
+// (with subPath), then the pod's hosts, hostname and resolv.conf, and a
+// termination-message file, as the CRI runtime adds them.
+func (k *Kubelet) containerMounts(pod *corev1.Pod, c *corev1.Container) ([]runtime.Mount, error) {
+	vols := map[string]*corev1.Volume{}
+	for i := range pod.Spec.Volumes {
+		vols[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
+	}
+	var out []runtime.Mount
+	hasEtcHosts := false
+	for _, m := range c.VolumeMounts {
+		v := vols[m.Name]
+		if v == nil {
+			return nil, fmt.Errorf("volume %q of container %q is not defined in the pod", m.Name, c.Name)
+		}
+		src := k.volumeDir(pod, v.Name)
+		if v.HostPath != nil {
+			src = v.HostPath.Path
+		}
+		if m.SubPath != "" {
+			if strings.Contains(m.SubPath, "..") || filepath.IsAbs(m.SubPath) {
+				return nil, fmt.Errorf("invalid subPath %q", m.SubPath)
+			}
+			src = filepath.Join(src, m.SubPath)
+			if _, err := os.Stat(src); os.IsNotExist(err) {
+				if err := os.MkdirAll(src, 0o755); err != nil {
+					return nil, err
+				}
+			}
+		}
+		readOnly := m.ReadOnly || v.ConfigMap != nil || v.Secret != nil || v.DownwardAPI != nil || v.Projected != nil
+		out = append(out, runtime.Mount{Source: src, Destination: m.MountPath, ReadOnly: readOnly})
+		if m.MountPath == "/etc/hosts" {
+			hasEtcHosts = true
+		}
+	}
+	dir := k.podDir(pod.UID)
+	if !hasEtcHosts {
+		out = append(out, runtime.Mount{Source: filepath.Join(dir, "hosts"), Destination: "/etc/hosts"})
+	}
+	out = append(out,
+		runtime.Mount{Source: filepath.Join(dir, "hostname"), Destination: "/etc/hostname"},
+		runtime.Mount{Source: filepath.Join(dir, "resolv.conf"), Destination: "/etc/resolv.conf"})
+	termPath := c.TerminationMessagePath
+	if termPath == "" {
+		termPath = corev1.TerminationMessagePathDefault
+	}
+	term := filepath.Join(dir, "containers", c.Name, "termination-log")
+	if err := os.MkdirAll(filepath.Dir(term), 0o755); err != nil {
+		return nil, err
+	}
+	if f, err := os.OpenFile(term, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o666); err == nil {
+		f.Close()
+		_ = os.Chmod(term, 0o666)
+	}
+	out = append(out, runtime.Mount{Source: term, Destination: termPath})
+	return out, nil
+}
+
+// terminationMessage reads what the container wrote to its termination
+// log (at most 4 KiB, as upstream).
+func (k *Kubelet) terminationMessage(pod *corev1.Pod, name string) string {
+	b, err := os.ReadFile(filepath.Join(k.podDir(pod.UID), "containers", name, "termination-log"))
+	if err != nil {
+		return ""
+	}
+	if len(b) > 4096 {
+		b = b[:4096]
+	}
+	return string(b)
+}
+
+func isMountPoint(dir string) bool {
+	var st, parent unix.Stat_t
+	if unix.Stat(dir, &st) != nil || unix.Stat(filepath.Dir(dir), &parent) != nil {
+		return false
+	}
+	return st.Dev != parent.Dev
+}
+
+// unmountVolumes unmounts tmpfs volumes under a pod dir before removal.
+func unmountVolumes(podDir string) {
+	entries, _ := os.ReadDir(filepath.Join(podDir, "volumes"))
+	for _, e := range entries {
+		p := filepath.Join(podDir, "volumes", e.Name())
+		if isMountPoint(p) {
+			_ = unix.Unmount(p, unix.MNT_DETACH)
+		}
+	}
+}

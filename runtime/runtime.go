@@ -1,0 +1,94 @@
+// Package runtime is the kubelet's thin layer over the containerd Go
+// client: images (import from the air-gap directory, pull by policy) and
+// containers (an OCI spec built from a ContainerSpec, tasks, exit and OOM
+// status, exec, CRI-format logs). Everything lives in the containerd
+// namespace "k8s.io", as under k3s.
+//
+// Per-node isolation follows shared/docs/machine.md: several agents (one
+// per simulated node) may share one machine, so each Runtime has its own
+// runc state root, cgroup root and FIFO directory.
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/containerd/containerd"
+	"github.com/containerd/containerd/namespaces"
+)
+
+// Namespace is the containerd namespace every kelp container lives in.
+const Namespace = "k8s.io"
+
+// Options place one node's containers apart from another's.
+type Options struct {
+	// Address is containerd's socket.
+	Address string
+	// StateDir holds runc's state root (<StateDir>/runc) and the FIFOs
+	// (<StateDir>/fifo); by default /run/kelp/runtime.
+	StateDir string
+	// CgroupRoot is the cgroup v1 path under which pod cgroups are made:
+	// <CgroupRoot>/<qos>/pod<uid>/<container>; by default /kubepods.
+	CgroupRoot string
+	// LogRoot is where container logs go (/var/log/pods by default).
+	LogRoot string
+	// LoggerBinary is the program the containerd shim runs to write a
+	// container's output in CRI format (kelp itself, `kelp internal
+	// container-logger`), so logs keep flowing while kelp is stopped.
+	LoggerBinary string
+}
+
+// Runtime is one node's view of containerd.
+type Runtime struct {
+	client *containerd.Client
+	opts   Options
+}
+
+// New connects to containerd at opts.Address.
+func New(ctx context.Context, opts Options) (*Runtime, error) {
+	if opts.StateDir == "" {
+		opts.StateDir = "/run/kelp/runtime"
+	}
+	if opts.CgroupRoot == "" {
+		opts.CgroupRoot = "/kubepods"
+	}
+	if opts.LogRoot == "" {
+		opts.LogRoot = "/var/log/pods"
+	}
+	if opts.LoggerBinary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		opts.LoggerBinary = exe
+	}
+	for _, d := range []string{filepath.Join(opts.StateDir, "runc"), filepath.Join(opts.StateDir, "fifo"), opts.LogRoot} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, err
+		}
+	}
+	client, err := containerd.New(opts.Address, containerd.WithDefaultNamespace(Namespace))
+	if err != nil {
+		return nil, fmt.Errorf("containerd at %s: %w", opts.Address, err)
+	}
+	return &Runtime{client: client, opts: opts}, nil
+}
+
+// Close releases the connection; containers keep running.
+func (r *Runtime) Close() error { return r.client.Close() }
+
+// Version is containerd's version, for the node's containerRuntimeVersion
+// ("containerd://<version>").
+func (r *Runtime) Version(ctx context.Context) (string, error) {
+	v, err := r.client.Version(ctx)
+	if err != nil {
+		return "", err
+	}
+	return v.Version, nil
+}
+
+func (r *Runtime) ctx(ctx context.Context) context.Context {
+	return namespaces.WithNamespace(ctx, Namespace)
+}
