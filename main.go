@@ -63,7 +63,7 @@ func main() {
 			}
 			return nil
 		},
-		Commands: []*urfavecli.Command{serverCommand(), agentCommand(), kubectlCommand()},
+		Commands: []*urfavecli.Command{serverCommand(), agentCommand(), killallCommand(), kubectlCommand()},
 	}
 	if err := app.Run(os.Args); err != nil {
 		logrus.Fatal(err)
@@ -164,6 +164,7 @@ func agentFlags(env func(string) []string) []urfavecli.Flag {
 		&urfavecli.StringFlag{Name: "run-dir", Value: "/run/kelp", Usage: "runtime files: pod netns pins, runc state", EnvVars: env("RUN_DIR")},
 		&urfavecli.StringFlag{Name: "pod-log-dir", Value: "/var/log/pods", Usage: "where container logs are written", EnvVars: env("POD_LOG_DIR")},
 		&urfavecli.StringFlag{Name: "cgroup-root", Value: "/kubepods", Usage: "cgroup under which pods run", EnvVars: env("CGROUP_ROOT")},
+		&urfavecli.IntFlag{Name: "kubelet-port", Value: 10250, Usage: "port of the kubelet's HTTPS endpoint (logs, exec; 0 picks a free port)", EnvVars: env("KUBELET_PORT")},
 		&urfavecli.DurationFlag{Name: "container-restart-max-backoff", Value: 5 * time.Minute, Usage: "longest CrashLoopBackOff delay", EnvVars: env("CONTAINER_RESTART_MAX_BACKOFF")},
 	}
 }
@@ -177,6 +178,7 @@ func agentConfig(c *urfavecli.Context) agent.Config {
 		RunDir:                   c.String("run-dir"),
 		LogRoot:                  c.String("pod-log-dir"),
 		CgroupRoot:               c.String("cgroup-root"),
+		KubeletPort:              c.Int("kubelet-port"),
 		CrashLoopMaxBackoff:      c.Duration("container-restart-max-backoff"),
 	}
 }
@@ -222,6 +224,25 @@ func agentCommand() *urfavecli.Command {
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			return agent.Run(ctx, ac, rc)
+		},
+	}
+}
+
+// killallCommand stops what keeps running after kelp stops: containers,
+// containerd, the pod network and cgroups (k3s has k3s-killall.sh).
+func killallCommand() *urfavecli.Command {
+	env := func(name string) []string { return []string{"KELP_" + name} }
+	return &urfavecli.Command{
+		Name:  "killall",
+		Usage: "stop every container, the supervised containerd and the pod network left by kelp",
+		Flags: append([]urfavecli.Flag{
+			&urfavecli.StringFlag{Name: "data-dir", Aliases: []string{"d"}, Value: "/var/lib/kelp", Usage: "directory for all state", EnvVars: env("DATA_DIR")},
+			&urfavecli.StringFlag{Name: "cluster-cidr", Value: "10.42.0.0/16", Usage: "pod network", EnvVars: env("CLUSTER_CIDR")},
+		}, agentFlags(env)...),
+		Action: func(c *urfavecli.Context) error {
+			ac := agentConfig(c)
+			ac.DataDir, ac.ClusterCIDR = c.String("data-dir"), c.String("cluster-cidr")
+			return agent.KillAll(c.Context, ac)
 		},
 	}
 }

@@ -42,6 +42,7 @@ type Config struct {
 	// RunDir holds runtime files: netns pins, runc state (default /run/kelp).
 	RunDir        string
 	LogRoot       string // container logs (default /var/log/pods)
+	KubeletPort   int    // the kubelet's HTTPS endpoint (10250; 0 picks a free port)
 	CgroupRoot    string // default /kubepods
 	ClusterCIDR   string
 	ClusterDNS    string
@@ -80,6 +81,12 @@ func Run(ctx context.Context, cfg Config, rc *rest.Config) error {
 	}
 	go rt.WatchImageDir(ctx, filepath.Join(agentDir, "images"))
 
+	clientCA := rc.CAData
+	if len(clientCA) == 0 && rc.CAFile != "" {
+		if clientCA, err = os.ReadFile(rc.CAFile); err != nil {
+			return err
+		}
+	}
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return err
@@ -97,6 +104,7 @@ func Run(ctx context.Context, cfg Config, rc *rest.Config) error {
 		NodeName: cfg.NodeName, NodeIP: cfg.NodeIP, DataDir: agentDir, ControlPlane: cfg.ControlPlane,
 		Version: cfg.Version, ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain,
 		CgroupRoot: cfg.CgroupRoot, LogRoot: cfg.LogRoot, CrashLoopMaxBackoff: cfg.CrashLoopMaxBackoff,
+		KubeletPort: cfg.KubeletPort, ClientCA: clientCA,
 		NewNetwork: func(podCIDR string) (kubelet.Network, error) {
 			return bridge.New(bridge.Config{PodCIDR: podCIDR, ClusterCIDR: cfg.ClusterCIDR,
 				StateDir: filepath.Join(agentDir, "ipam"), NetNSDir: filepath.Join(runDir, "netns")})

@@ -22,6 +22,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/kelp-project/kelp/agent"
+	"github.com/kelp-project/kelp/agent/kubelet"
 	"github.com/kelp-project/kelp/embedded/etcd"
 	"github.com/kelp-project/kelp/server/apiserver"
 	"github.com/kelp-project/kelp/server/controllers/nodelifecycle"
@@ -100,6 +101,16 @@ func Run(ctx context.Context, cfg Config) error {
 
 	apiCtx, stopAPI := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopAPI()
+	kcPEM, kkPEM, err := ca.ClientCert(kubelet.APIServerClientName, nil)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	kubeletClient, err := tls.X509KeyPair(kcPEM, kkPEM)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	api, err := apiserver.New(apiCtx, apiserver.Config{
 		Etcd:               e.Client,
 		Authenticators:     []apiserver.Authenticator{apiserver.TokenAuthenticator{token: {Name: "kelp-admin", Groups: []string{"system:masters"}}}},
@@ -111,6 +122,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 		DefaultNotReadyTolerationSeconds:    cfg.DefaultNotReadyTolerationSeconds,
 		DefaultUnreachableTolerationSeconds: cfg.DefaultUnreachableTolerationSeconds,
+		KubeletClientCert:                   &kubeletClient,
 	})
 	if err != nil {
 		ln.Close()

@@ -12,8 +12,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -63,7 +65,7 @@ type Config struct {
 	DataDir      string
 	ControlPlane bool // label the node node-role.kubernetes.io/control-plane
 	NodeLabels   map[string]string
-	KubeletPort  int
+	KubeletPort  int // the HTTPS endpoint's port (upstream 10250; 0 picks one)
 	Version      string
 	// ClusterDNS and ClusterDomain go into pods' resolv.conf.
 	ClusterDNS    string
@@ -74,6 +76,9 @@ type Config struct {
 	LogRoot string
 	// CrashLoopMaxBackoff caps the restart delay (upstream: 5 min).
 	CrashLoopMaxBackoff time.Duration
+	// ClientCA is the PEM bundle the kubelet's HTTPS endpoint verifies the
+	// API server's client certificate with (the cluster CA).
+	ClientCA []byte
 	// NewNetwork builds the pod network once the node has its podCIDR.
 	NewNetwork func(podCIDR string) (Network, error)
 }
@@ -102,9 +107,6 @@ func New(cfg Config, client kubernetes.Interface, rt Runtime, recorder record.Ev
 	if cfg.CrashLoopMaxBackoff == 0 {
 		cfg.CrashLoopMaxBackoff = 5 * time.Minute
 	}
-	if cfg.KubeletPort == 0 {
-		cfg.KubeletPort = 10250
-	}
 	if cfg.ClusterDomain == "" {
 		cfg.ClusterDomain = "cluster.local"
 	}
@@ -118,6 +120,13 @@ func New(cfg Config, client kubernetes.Interface, rt Runtime, recorder record.Ev
 // ctx ends. Containers keep running after it returns: the data plane
 // outlives the agent.
 func (k *Kubelet) Run(ctx context.Context) error {
+	// The endpoint's port is in the node's status, so listen first
+	// (port 0 picks a free one).
+	ln, err := net.Listen("tcp", net.JoinHostPort(k.cfg.NodeIP, strconv.Itoa(k.cfg.KubeletPort)))
+	if err != nil {
+		return fmt.Errorf("kubelet endpoint: %w", err)
+	}
+	k.cfg.KubeletPort = ln.Addr().(*net.TCPAddr).Port
 	node, err := k.register(ctx)
 	if err != nil {
 		return fmt.Errorf("registering node %s: %w", k.cfg.NodeName, err)
@@ -127,6 +136,11 @@ func (k *Kubelet) Run(ctx context.Context) error {
 		return fmt.Errorf("pod network for %s: %w", node.Spec.PodCIDR, err)
 	}
 	k.network = network
+	go func() {
+		if err := k.serve(ctx, ln); err != nil {
+			logrus.WithError(err).Error("kubelet endpoint stopped")
+		}
+	}()
 	go k.every(ctx, leaseRenewInterval, k.renewLease)
 	go k.every(ctx, statusUpdateInterval, k.syncNodeStatus)
 

@@ -113,7 +113,10 @@ func subresourcesOf(sv *served) []subresourceInfo {
 	switch sv.GVR.Resource {
 	case "pods":
 		if sv.GVR.Group == "" {
-			out = append(out, subresourceInfo{"binding", []string{"create"}, schema.GroupVersionKind{Kind: "Binding"}})
+			out = append(out, subresourceInfo{"binding", []string{"create"}, schema.GroupVersionKind{Kind: "Binding"}},
+				subresourceInfo{"log", []string{"get"}, schema.GroupVersionKind{Kind: "Pod"}},
+				subresourceInfo{"exec", []string{"create", "get"}, schema.GroupVersionKind{Kind: "PodExecOptions"}},
+				subresourceInfo{"attach", []string{"create", "get"}, schema.GroupVersionKind{Kind: "PodAttachOptions"}})
 		}
 	case "namespaces":
 		out = append(out, subresourceInfo{"finalize", []string{"update"}, schema.GroupVersionKind{Kind: "Namespace"}})

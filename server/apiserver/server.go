@@ -7,6 +7,7 @@ package apiserver
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/http"
 	"runtime/debug"
@@ -46,6 +47,9 @@ type Config struct {
 	// not-ready and unreachable taints (upstream: 300 each).
 	DefaultNotReadyTolerationSeconds    int64
 	DefaultUnreachableTolerationSeconds int64
+	// KubeletClientCert is what the API server presents to kubelets when
+	// it proxies pods/log, pods/exec and pods/attach.
+	KubeletClientCert *tls.Certificate
 }
 
 // Server serves the Kubernetes API.
@@ -60,6 +64,8 @@ type Server struct {
 	services       *allocator.Services
 	compactor      *storage.Compactor
 	ready          sync.Map // check name -> error
+	kubeletOnce    sync.Once
+	kubeletRT      http.RoundTripper
 	fields         *apply.Manager
 	mutating       []MutatingAdmission
 	validating     []ValidatingAdmission

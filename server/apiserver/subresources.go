@@ -51,6 +51,8 @@ func (s *Server) serveSubresource(w http.ResponseWriter, r *http.Request, info r
 		s.bind(w, r, info, sv)
 	case "finalize":
 		s.update(w, r, info, sv, "finalize")
+	case "log", "exec", "attach":
+		s.proxyToKubelet(w, r, info, sv)
 	}
 }
 

@@ -1,0 +1,142 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+
+	"github.com/kelp-project/kelp/embedded/containerd"
+	"github.com/kelp-project/kelp/netplane/bridge"
+	"github.com/kelp-project/kelp/runtime"
+)
+
+// KillAll stops everything the agent leaves running when kelp stops (the
+// data plane outlives kelp by design): every container, the supervised
+// containerd, the pod network (netns pins, veths, cni0 and kelp's
+// nftables chain) and the pod cgroups. `kelp killall` runs it, for
+// uninstalling and for tests; nothing outside kelp's own objects is
+// touched.
+func KillAll(ctx context.Context, cfg Config) error {
+	runDir := cfg.RunDir
+	if runDir == "" {
+		runDir = "/run/kelp"
+	}
+	agentDir := filepath.Join(cfg.DataDir, "agent")
+	sock := cfg.ContainerdSocket
+	if sock == "" {
+		sock = filepath.Join(runDir, "containerd", "containerd.sock")
+	}
+	var errs []error
+	if answers(sock) {
+		if rt, err := runtime.New(ctx, runtime.Options{Address: sock, StateDir: filepath.Join(runDir, "runtime"),
+			CgroupRoot: cfg.CgroupRoot, LogRoot: cfg.LogRoot}); err == nil {
+			list, _ := rt.ListContainers(ctx)
+			for _, c := range list {
+				_ = rt.StopContainer(ctx, c.ID, 0)
+				if err := rt.RemoveContainer(ctx, c.ID); err != nil {
+					errs = append(errs, err)
+				}
+			}
+			rt.Close()
+		}
+		if sup, err := containerd.Start(ctx, containerd.Config{Dir: agentDir, Address: sock}); err == nil {
+			if err := sup.Stop(); err != nil {
+				errs = append(errs, fmt.Errorf("stopping containerd: %w", err))
+			}
+		}
+	}
+	if err := destroyNetwork(agentDir, runDir, cfg.ClusterCIDR); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.CgroupRoot != "" {
+		removeCgroups(cfg.CgroupRoot)
+	}
+	if !mountsUnder(runDir) {
+		_ = os.RemoveAll(runDir)
+	}
+	return errors.Join(errs...)
+}
+
+// mountsUnder reports whether anything is still mounted below dir (then
+// it is left alone rather than deleted through a live mount).
+func mountsUnder(dir string) bool {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return true
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func answers(sock string) bool {
+	c, err := net.DialTimeout("unix", sock, time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+func destroyNetwork(agentDir, runDir, clusterCIDR string) error {
+	stateDir := filepath.Join(agentDir, "ipam")
+	var st struct {
+		PodCIDR string `json:"podCIDR"`
+	}
+	if b, err := os.ReadFile(filepath.Join(stateDir, "ipam.json")); err == nil {
+		_ = json.Unmarshal(b, &st)
+	}
+	netnsDir := filepath.Join(runDir, "netns")
+	if st.PodCIDR != "" {
+		if clusterCIDR == "" {
+			clusterCIDR = "10.42.0.0/16"
+		}
+		b, err := bridge.New(bridge.Config{PodCIDR: st.PodCIDR, ClusterCIDR: clusterCIDR, StateDir: stateDir, NetNSDir: netnsDir})
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		if err := b.Destroy(); err != nil {
+			return err
+		}
+	}
+	// The pin directory is a shared bind mount of itself, as /run/netns.
+	_ = unix.Unmount(netnsDir, unix.MNT_DETACH)
+	return os.RemoveAll(netnsDir)
+}
+
+// removeCgroups removes root and everything below it in every cgroup v1
+// controller, deepest first (a cgroup directory goes only when empty).
+func removeCgroups(root string) {
+	mounts, _ := filepath.Glob("/sys/fs/cgroup/*")
+	for _, m := range mounts {
+		base := filepath.Join(m, root)
+		var dirs []string
+		_ = filepath.WalkDir(base, func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		sort.Slice(dirs, func(i, j int) bool { return strings.Count(dirs[i], "/") > strings.Count(dirs[j], "/") })
+		for _, d := range dirs {
+			if err := os.Remove(d); err != nil && !os.IsNotExist(err) {
+				logrus.Debugf("killall: %v", err)
+			}
+		}
+	}
+}

@@ -1,0 +1,218 @@
+package kubelet
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/kelp-project/kelp/runtime"
+)
+
+// criLine is one line of a CRI-format log file:
+// "<RFC3339Nano> <stdout|stderr> <F|P> <content>".
+type criLine struct {
+	ts      time.Time
+	partial bool
+	content []byte
+}
+
+func parseCRILine(b []byte) (criLine, bool) {
+	b = bytes.TrimSuffix(b, []byte("\n"))
+	f := bytes.SplitN(b, []byte(" "), 4)
+	if len(f) < 3 {
+		return criLine{}, false
+	}
+	ts, err := time.Parse(time.RFC3339Nano, string(f[0]))
+	if err != nil {
+		return criLine{}, false
+	}
+	l := criLine{ts: ts, partial: string(f[2]) == "P"}
+	if len(f) == 4 {
+		l.content = f[3]
+	}
+	return l, true
+}
+
+// logOptions are the containerLogs query parameters (those of
+// PodLogOptions).
+type logOptions struct {
+	follow, previous, timestamps bool
+	tail                         int64 // -1: all
+	since                        time.Time
+	limit                        int64 // 0: none
+}
+
+func parseLogOptions(r *http.Request) logOptions {
+	q := r.URL.Query()
+	o := logOptions{follow: boolParam(q, "follow"), previous: boolParam(q, "previous"), timestamps: boolParam(q, "timestamps"), tail: -1}
+	if v, err := strconv.ParseInt(q.Get("tailLines"), 10, 64); err == nil && v >= 0 {
+		o.tail = v
+	}
+	if v, err := strconv.ParseInt(q.Get("sinceSeconds"), 10, 64); err == nil && v > 0 {
+		o.since = time.Now().Add(-time.Duration(v) * time.Second)
+	}
+	if v, err := time.Parse(time.RFC3339, q.Get("sinceTime")); err == nil {
+		o.since = v
+	}
+	if v, err := strconv.ParseInt(q.Get("limitBytes"), 10, 64); err == nil && v > 0 {
+		o.limit = v
+	}
+	return o
+}
+
+// containerLogs serves a container's log as kubectl logs shows it: the
+// content of each line (partial lines joined), optionally with timestamps,
+// the last tailLines, since a time, up to limitBytes, and followed until
+// the container stops when follow is set.
+func (k *Kubelet) containerLogs(w http.ResponseWriter, r *http.Request) {
+	o := parseLogOptions(r)
+	pod, id, n, err := k.podContainer(r, o.previous)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	path := k.logPath(pod, r.PathValue("container"), n)
+	f, err := os.Open(path)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	}
+	defer f.Close()
+	w.Header().Set("Content-Type", "text/plain")
+	out := &limitWriter{w: w, left: o.limit}
+	write := func(l criLine, pending *[]byte) bool {
+		if !o.since.IsZero() && l.ts.Before(o.since) {
+			return true
+		}
+		*pending = append(*pending, l.content...)
+		if l.partial {
+			return true
+		}
+		line := *pending
+		*pending = nil
+		if o.timestamps {
+			line = append([]byte(l.ts.Format(time.RFC3339Nano)+" "), line...)
+		}
+		return out.write(append(line, '\n'))
+	}
+	// The existing content, with tailLines applied.
+	br := bufio.NewReader(f)
+	var lines []criLine
+	for {
+		b, err := br.ReadBytes('\n')
+		if len(b) > 0 && b[len(b)-1] == '\n' {
+			if l, ok := parseCRILine(b); ok {
+				lines = append(lines, l)
+			}
+		} else if len(b) > 0 {
+			// A line still being written: read it again when following.
+			_, _ = f.Seek(-int64(len(b)), io.SeekCurrent)
+			br.Reset(f)
+		}
+		if err != nil {
+			break
+		}
+	}
+	if o.tail >= 0 {
+		full := 0
+		start := len(lines)
+		for start > 0 && int64(full) < o.tail+1 {
+			start--
+			if !lines[start].partial {
+				full++
+			}
+		}
+		if int64(full) > o.tail && start < len(lines) {
+			start++
+		}
+		lines = lines[start:]
+	}
+	var pending []byte
+	for _, l := range lines {
+		if !write(l, &pending) {
+			return
+		}
+	}
+	if fl, ok := w.(http.Flusher); ok {
+		fl.Flush()
+	}
+	if !o.follow || o.previous {
+		return
+	}
+	// Follow: poll for new lines until the container stops (and its last
+	// lines are out) or the client goes away.
+	for {
+		b, err := br.ReadBytes('\n')
+		if len(b) > 0 && b[len(b)-1] == '\n' {
+			if l, ok := parseCRILine(b); ok && !write(l, &pending) {
+				return
+			}
+			continue
+		}
+		if len(b) > 0 {
+			_, _ = f.Seek(-int64(len(b)), io.SeekCurrent)
+			br.Reset(f)
+		}
+		_ = err
+		if fl, ok := w.(http.Flusher); ok {
+			fl.Flush()
+		}
+		st, serr := k.runtime.ContainerStatus(r.Context(), id)
+		if serr != nil || st.State != runtime.StateRunning {
+			time.Sleep(200 * time.Millisecond) // the logger's last writes
+			rest, _ := io.ReadAll(br)
+			for _, line := range bytes.SplitAfter(rest, []byte("\n")) {
+				if l, ok := parseCRILine(line); ok && !write(l, &pending) {
+					return
+				}
+			}
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+		if rotated(f, path) {
+			nf, err := os.Open(path)
+			if err != nil {
+				continue
+			}
+			f.Close()
+			f = nf
+			br.Reset(f)
+		}
+	}
+}
+
+// rotated reports whether path now names another file than f.
+func rotated(f *os.File, path string) bool {
+	a, err1 := f.Stat()
+	b, err2 := os.Stat(path)
+	return err1 == nil && err2 == nil && !os.SameFile(a, b)
+}
+
+type limitWriter struct {
+	w    io.Writer
+	left int64 // 0 = unlimited
+	done bool
+}
+
+func (l *limitWriter) write(b []byte) bool {
+	if l.done {
+		return false
+	}
+	if l.left > 0 {
+		if int64(len(b)) >= l.left {
+			b = b[:l.left]
+			l.done = true
+		}
+		l.left -= int64(len(b))
+	}
+	_, err := l.w.Write(b)
+	return err == nil && !l.done
+}

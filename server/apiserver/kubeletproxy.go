@@ -1,0 +1,160 @@
+package apiserver
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Pod subresources answered by the pod's kubelet: the API server checks
+// the request and the pod, then proxies it to the node's kubelet endpoint
+// (node InternalIP, status.daemonEndpoints.kubeletEndpoint.port) with its
+// own client certificate. exec and attach are WebSocket upgrades that the
+// reverse proxy passes through.
+var kubeletPaths = map[string]string{"log": "containerLogs", "exec": "exec", "attach": "attach"}
+
+func (s *Server) proxyToKubelet(w http.ResponseWriter, r *http.Request, info requestInfo, sv *served) {
+	obj, err := sv.store.Get(r.Context(), sv.store.Key(info.Namespace, info.Name))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		s.writeError(w, r, apierrors.NewInternalError(fmt.Errorf("%T is not a pod", obj)))
+		return
+	}
+	container, err := podContainerName(pod, r.URL.Query().Get("container"), info.Subresource)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if pod.Spec.NodeName == "" {
+		s.writeError(w, r, apierrors.NewBadRequest(fmt.Sprintf("pod %s does not have a host assigned", pod.Name)))
+		return
+	}
+	nodes := s.resources[schema.GroupVersionResource{Version: "v1", Resource: "nodes"}]
+	nobj, err := nodes.store.Get(r.Context(), nodes.store.Key("", pod.Spec.NodeName))
+	if err != nil {
+		s.writeError(w, r, apierrors.NewBadRequest(fmt.Sprintf("node %s of pod %s: %v", pod.Spec.NodeName, pod.Name, err)))
+		return
+	}
+	host, port := kubeletAddress(nobj.(*corev1.Node))
+	if host == "" || port == 0 {
+		s.writeError(w, r, apierrors.NewServiceUnavailable(fmt.Sprintf("node %s reports no kubelet endpoint", pod.Spec.NodeName)))
+		return
+	}
+	if s.cfg.KubeletClientCert == nil {
+		s.writeError(w, r, apierrors.NewServiceUnavailable("this API server has no client certificate for kubelets"))
+		return
+	}
+	q := r.URL.Query()
+	q.Del("container")
+	target := &url.URL{Scheme: "https", Host: net.JoinHostPort(host, strconv.Itoa(port)),
+		Path:     "/" + kubeletPaths[info.Subresource] + "/" + pod.Namespace + "/" + pod.Name + "/" + container,
+		RawQuery: q.Encode()}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL = target
+			pr.Out.Host = target.Host
+			pr.Out.Header.Del("Authorization")
+		},
+		Transport: s.kubeletTransport(),
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			var ke *kubeletError
+			if errors.As(err, &ke) {
+				s.writeError(w, r, apierrors.NewGenericServerResponse(ke.code, r.Method, corev1.Resource("pods"), pod.Name, ke.msg, 0, false))
+				return
+			}
+			s.writeError(w, r, apierrors.NewInternalError(fmt.Errorf("error dialing backend: %v", err)))
+		},
+		FlushInterval: -1, // logs -f: every write goes out at once
+		// The kubelet answers errors in plain text; clients expect a Status.
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.StatusCode < 400 || strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+				return nil
+			}
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			resp.Body.Close()
+			return &kubeletError{code: resp.StatusCode, msg: strings.TrimSpace(string(b))}
+		},
+	}
+	proxy.ServeHTTP(w, r)
+}
+
+type kubeletError struct {
+	code int
+	msg  string
+}
+
+func (e *kubeletError) Error() string { return e.msg }
+
+func (s *Server) kubeletTransport() http.RoundTripper {
+	s.kubeletOnce.Do(func() {
+		// Kubelets serve self-signed certificates, as upstream's do by
+		// default; the API server authenticates itself to them.
+		s.kubeletRT = &http.Transport{
+			TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{*s.cfg.KubeletClientCert},
+				InsecureSkipVerify: true, MinVersion: tls.VersionTLS12},
+			Proxy: nil,
+		}
+	})
+	return s.kubeletRT
+}
+
+func kubeletAddress(n *corev1.Node) (string, int) {
+	port := int(n.Status.DaemonEndpoints.KubeletEndpoint.Port)
+	for _, t := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP, corev1.NodeHostName} {
+		for _, a := range n.Status.Addresses {
+			if a.Type == t && a.Address != "" {
+				return a.Address, port
+			}
+		}
+	}
+	return "", port
+}
+
+// podContainerName picks the container a log/exec/attach request means,
+// with upstream's messages when it is missing or wrong.
+func podContainerName(pod *corev1.Pod, name, sub string) (string, error) {
+	var all []string
+	for _, c := range pod.Spec.InitContainers {
+		all = append(all, c.Name)
+	}
+	for _, c := range pod.Spec.Containers {
+		all = append(all, c.Name)
+	}
+	for _, c := range pod.Spec.EphemeralContainers {
+		all = append(all, c.Name)
+	}
+	if name == "" {
+		if len(pod.Spec.Containers) == 1 {
+			return pod.Spec.Containers[0].Name, nil
+		}
+		if ann := pod.Annotations["kubectl.kubernetes.io/default-container"]; ann != "" {
+			return ann, nil
+		}
+		names := make([]string, 0, len(pod.Spec.Containers))
+		for _, c := range pod.Spec.Containers {
+			names = append(names, c.Name)
+		}
+		return "", apierrors.NewBadRequest(fmt.Sprintf("a container name must be specified for pod %s, choose one of: [%s]", pod.Name, strings.Join(names, " ")))
+	}
+	for _, c := range all {
+		if c == name {
+			return name, nil
+		}
+	}
+	return "", apierrors.NewBadRequest(fmt.Sprintf("container %s is not valid for pod %s", name, pod.Name))
+}
