@@ -21,6 +21,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -155,8 +156,16 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	k.configs = others.Core().V1().ConfigMaps().Lister()
 	k.services = others.Core().V1().Services().Lister()
 	_, _ = podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { k.podChanged(obj) },
-		UpdateFunc: func(_, obj any) { k.podChanged(obj) },
+		AddFunc:    func(obj any) { k.podChanged(obj, true) },
+		UpdateFunc: func(old, obj any) {
+			o, ok1 := old.(*corev1.Pod)
+			n, ok2 := obj.(*corev1.Pod)
+			if ok1 && ok2 && !needsSync(o, n) {
+				k.podChanged(obj, false)
+				return
+			}
+			k.podChanged(obj, true)
+		},
 		DeleteFunc: k.podDeleted,
 	})
 	factory.Start(ctx.Done())
@@ -201,8 +210,19 @@ func (k *Kubelet) podDir(uid types.UID) string {
 	return filepath.Join(k.cfg.DataDir, "pods", string(uid))
 }
 
-// podChanged hands the pod to its worker, starting one for a new pod.
-func (k *Kubelet) podChanged(obj any) {
+// needsSync: like upstream's pod config source, a change of the pod's
+// status alone (often the kubelet's own write) does not wake its worker.
+func needsSync(old, cur *corev1.Pod) bool {
+	return !apiequality.Semantic.DeepEqual(old.Spec, cur.Spec) ||
+		!apiequality.Semantic.DeepEqual(old.ObjectMeta.Labels, cur.ObjectMeta.Labels) ||
+		!apiequality.Semantic.DeepEqual(old.ObjectMeta.Annotations, cur.ObjectMeta.Annotations) ||
+		!apiequality.Semantic.DeepEqual(old.DeletionTimestamp, cur.DeletionTimestamp) ||
+		old.Status.Phase != cur.Status.Phase
+}
+
+// podChanged hands the pod to its worker, starting one for a new pod;
+// kick says whether the worker should look again now.
+func (k *Kubelet) podChanged(obj any, kick bool) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok || pod.Spec.NodeName != k.cfg.NodeName {
 		return
@@ -215,7 +235,7 @@ func (k *Kubelet) podChanged(obj any) {
 		go w.run()
 	}
 	k.mu.Unlock()
-	w.update(pod)
+	w.update(pod, kick)
 }
 
 // podDeleted: the pod object is gone (confirmed by us, or force-deleted by
@@ -243,11 +263,15 @@ func (k *Kubelet) forget(uid types.UID) {
 }
 
 // relist is the pod lifecycle event generator: container exits wake their
-// pod's worker at once, and every second each worker looks again anyway,
-// so nothing depends on one event arriving.
+// pod's worker at once; every second one listing of the runtime wakes the
+// workers whose containers changed state (an event may be missed); and
+// every resyncInterval each worker looks again anyway (volume contents,
+// anything else that drifted), as upstream's syncFrequency.
 func (k *Kubelet) relist(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
+	seen := map[string]string{} // pod UID -> container IDs and states
+	lastResync := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -255,14 +279,33 @@ func (k *Kubelet) relist(ctx context.Context) {
 		case id := <-k.runtime.Exits():
 			k.kickByContainer(ctx, id)
 		case <-t.C:
+			list, err := k.runtime.ListContainers(ctx)
+			if err != nil {
+				continue
+			}
+			now := map[string]string{}
+			for _, c := range list {
+				uid := c.Labels[labelPodUID]
+				now[uid] += c.ID + "=" + string(c.State) + ";"
+			}
+			resync := time.Since(lastResync) >= resyncInterval
+			if resync {
+				lastResync = time.Now()
+			}
 			k.mu.Lock()
-			for _, w := range k.workers {
-				w.kick()
+			for uid, w := range k.workers {
+				if resync || now[string(uid)] != seen[string(uid)] {
+					w.kick()
+				}
 			}
 			k.mu.Unlock()
+			seen = now
 		}
 	}
 }
+
+// resyncInterval is how often every pod is looked at without a reason.
+const resyncInterval = 10 * time.Second
 
 func (k *Kubelet) kickByContainer(ctx context.Context, id string) {
 	st, err := k.runtime.ContainerStatus(ctx, id)

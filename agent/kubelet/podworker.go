@@ -63,11 +63,13 @@ func newPodWorker(k *Kubelet, pod *corev1.Pod) *podWorker {
 	return w
 }
 
-func (w *podWorker) update(pod *corev1.Pod) {
+func (w *podWorker) update(pod *corev1.Pod, kick bool) {
 	w.mu.Lock()
 	w.pod = pod
 	w.mu.Unlock()
-	w.kick()
+	if kick {
+		w.kick()
+	}
 }
 
 func (w *podWorker) deleted() {

@@ -2,6 +2,7 @@ package kubelet
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kelp-project/kelp/runtime"
 )
@@ -24,13 +26,27 @@ func (w *podWorker) postStatus(ctx context.Context, pod *corev1.Pod, inst map[st
 		w.posted = &st
 		return
 	}
-	updated := pod.DeepCopy()
-	updated.Status = st
-	if _, err := w.k.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+	if err := w.k.patchStatus(ctx, pod, st); err != nil {
 		logrus.WithError(err).Debugf("kubelet: status of %s/%s", pod.Namespace, pod.Name)
 		return
 	}
 	w.posted = &st
+}
+
+// patchStatus writes the whole status as a merge patch, as upstream's
+// status manager patches: no resourceVersion, so other writers of the pod
+// (labels, the scheduler's conditions) never make it conflict; the UID
+// keeps it from landing on a new pod of the same name.
+func (k *Kubelet) patchStatus(ctx context.Context, pod *corev1.Pod, st corev1.PodStatus) error {
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": pod.UID},
+		"status":   st,
+	})
+	if err != nil {
+		return err
+	}
+	_, err = k.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	return err
 }
 
 func statusEqual(a, b corev1.PodStatus) bool {

@@ -57,10 +57,7 @@ func (w *podWorker) terminate(ctx context.Context, pod *corev1.Pod) bool {
 	// Init containers may still be running when the pod is deleted early.
 	w.killAll(ctx, pod, 0)
 	if inst, err := w.instances(ctx); err == nil {
-		st := w.podStatus(pod, inst)
-		updated := pod.DeepCopy()
-		updated.Status = st
-		_, _ = w.k.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+		_ = w.k.patchStatus(ctx, pod, w.podStatus(pod, inst))
 	}
 	w.cleanup(ctx, pod)
 	zero := int64(0)

@@ -1,0 +1,177 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func (c *cluster) apply(t *testing.T, manifest string) {
+	t.Helper()
+	if out, err := c.kubectlIn(manifest, "apply", "-f", "-"); err != nil {
+		t.Fatalf("apply: %v\n%s\n%s", err, out, manifest)
+	}
+}
+
+func containerStatus(p *corev1.Pod, name string) *corev1.ContainerStatus {
+	for i := range p.Status.ContainerStatuses {
+		if p.Status.ContainerStatuses[i].Name == name {
+			return &p.Status.ContainerStatuses[i]
+		}
+	}
+	for i := range p.Status.InitContainerStatuses {
+		if p.Status.InitContainerStatuses[i].Name == name {
+			return &p.Status.InitContainerStatuses[i]
+		}
+	}
+	return nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// Containers restart as their policy says: a killed process comes back
+// with restartCount 1 and the same pod IP; a crashing container goes into
+// CrashLoopBackOff with growing delays; a memory hog over its 32Mi limit
+// is OOMKilled with 137; a failing liveness probe restarts the container;
+// a failing readiness probe only takes the pod out of Ready.
+func TestContainerRestarts(t *testing.T) {
+	c := startCluster(t, "--container-restart-max-backoff=40s")
+	ctx := context.Background()
+	c.apply(t, `apiVersion: v1
+kind: Pod
+metadata: {name: web, labels: {app: web}}
+spec:
+  containers:
+  - name: app
+    image: kelp/demo:v1
+    imagePullPolicy: IfNotPresent
+    readinessProbe: {httpGet: {path: /healthz, port: 8000}, periodSeconds: 1, failureThreshold: 1}
+    livenessProbe: {httpGet: {path: /healthz, port: 8000}, periodSeconds: 1, failureThreshold: 30}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: hog}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: app
+    image: busybox:1.35
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "dd if=/dev/zero of=/dev/null bs=100M count=1"]
+    resources: {limits: {memory: 32Mi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: unlive}
+spec:
+  containers:
+  - name: app
+    image: busybox:1.35
+    imagePullPolicy: IfNotPresent
+    command: ["sleep", "3600"]
+    livenessProbe: {exec: {command: ["cat", "/tmp/healthy"]}, periodSeconds: 1, failureThreshold: 2}
+`)
+	c.waitFor(60*time.Second, "web Ready", func() bool { return podReady(c.pod("web")) })
+	ip := c.pod("web").Status.PodIP
+	c.mustKubectl("exec", "web", "--", "kill", "1")
+	c.waitFor(30*time.Second, "web restarted", func() bool {
+		p := c.pod("web")
+		cs := containerStatus(p, "app")
+		return cs != nil && cs.RestartCount == 1 && cs.State.Running != nil && podReady(p)
+	})
+	if p := c.pod("web"); p.Status.PodIP != ip {
+		t.Errorf("pod IP changed across a container restart: %s → %s", ip, p.Status.PodIP)
+	}
+	if cs := containerStatus(c.pod("web"), "app"); cs.LastTerminationState.Terminated == nil {
+		t.Errorf("lastState after a restart: %+v", cs.LastTerminationState)
+	}
+
+	// Readiness: the demo app's switch makes /healthz fail; no restart.
+	c.mustKubectl("exec", "web", "--", "wget", "-qO-", "--post-data=", "http://127.0.0.1:8000/fail-ready")
+	c.waitFor(20*time.Second, "web NotReady", func() bool { return !podReady(c.pod("web")) })
+	if cs := containerStatus(c.pod("web"), "app"); cs.RestartCount != 1 || cs.Ready {
+		t.Errorf("a failing readiness probe must not restart: %+v", cs)
+	}
+	c.mustKubectl("exec", "web", "--", "wget", "-qO-", "--post-data=", "http://127.0.0.1:8000/ready")
+	c.waitFor(20*time.Second, "web Ready again", func() bool { return podReady(c.pod("web")) })
+
+	// OOM.
+	c.waitFor(60*time.Second, "hog OOMKilled", func() bool {
+		cs := containerStatus(c.pod("hog"), "app")
+		return cs != nil && cs.State.Terminated != nil
+	})
+	hog := c.pod("hog")
+	if term := containerStatus(hog, "app").State.Terminated; term.Reason != "OOMKilled" || term.ExitCode != 137 || hog.Status.Phase != corev1.PodFailed {
+		t.Errorf("memory hog: %+v, phase %s", term, hog.Status.Phase)
+	}
+
+	// Liveness: /tmp/healthy never exists, so the probe restarts it.
+	c.waitFor(60*time.Second, "unlive restarted by its liveness probe", func() bool {
+		cs := containerStatus(c.pod("unlive"), "app")
+		return cs != nil && cs.RestartCount >= 1
+	})
+	evs, _ := c.cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=unlive,reason=Unhealthy"})
+	if len(evs.Items) == 0 || !strings.Contains(evs.Items[0].Message, "Liveness probe failed") {
+		t.Errorf("no Unhealthy event for the liveness probe: %+v", evs.Items)
+	}
+
+	// CrashLoopBackOff: the restarts come slower and slower (the first
+	// is immediate, then 10 s, then 20 s, as upstream).
+	c.apply(t, `apiVersion: v1
+kind: Pod
+metadata: {name: crasher}
+spec:
+  containers:
+  - name: app
+    image: kelp/demo:v1
+    imagePullPolicy: IfNotPresent
+    env: [{name: EXIT_AFTER, value: 200ms}]
+`)
+	var restarts []time.Time
+	last := int32(-1)
+	sawBackOff := false
+	c.waitFor(120*time.Second, "3 restarts of the crashing container", func() bool {
+		cs := containerStatus(c.pod("crasher"), "app")
+		if cs == nil {
+			return false
+		}
+		if cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff" {
+			sawBackOff = true
+		}
+		if cs.RestartCount != last {
+			last = cs.RestartCount
+			restarts = append(restarts, time.Now())
+		}
+		return cs.RestartCount >= 3
+	})
+	if !sawBackOff {
+		t.Error("the crashing container never showed CrashLoopBackOff")
+	}
+	out := c.mustKubectl("get", "pod", "crasher")
+	if !strings.Contains(out, "CrashLoopBackOff") && !strings.Contains(out, "Error") && !strings.Contains(out, "Running") {
+		t.Errorf("kubectl get pod crasher:\n%s", out)
+	}
+	gaps := []string{}
+	for i := 1; i < len(restarts); i++ {
+		gaps = append(gaps, restarts[i].Sub(restarts[i-1]).Round(time.Second).String())
+	}
+	n := len(restarts)
+	if n < 4 || restarts[n-1].Sub(restarts[n-2]) < 15*time.Second || restarts[n-2].Sub(restarts[n-3]) < 8*time.Second {
+		t.Errorf("restart delays do not grow: %v", gaps)
+	}
+	t.Logf("crash loop restart gaps: %v", gaps)
+	if out := c.mustKubectl("logs", "--previous", "crasher"); !strings.Contains(out, "demo v1") {
+		t.Errorf("logs --previous: %q", out)
+	}
+}
