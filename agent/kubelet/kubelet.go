@@ -156,7 +156,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	k.configs = others.Core().V1().ConfigMaps().Lister()
 	k.services = others.Core().V1().Services().Lister()
 	_, _ = podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { k.podChanged(obj, true) },
+		AddFunc: func(obj any) { k.podChanged(obj, true) },
 		UpdateFunc: func(old, obj any) {
 			o, ok1 := old.(*corev1.Pod)
 			n, ok2 := obj.(*corev1.Pod)
