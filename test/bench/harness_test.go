@@ -103,6 +103,7 @@ type server struct {
 	config     *rest.Config
 	port       string // "0" until the first start picks one; kept across restarts
 	extraArgs  []string
+	withAgent  bool // run the node agent (containerd, real pods) too
 	exited     chan struct{}
 }
 
@@ -136,8 +137,12 @@ func (s *server) start() time.Duration {
 		s.tb.Fatal(err)
 	}
 	s.logFile = logFile
-	args := append([]string{"server", "--data-dir", s.dataDir, "--https-listen-port", s.port,
-		"--bind-address", "127.0.0.1", "--write-kubeconfig", s.kubeconfig, "--disable-agent"}, s.extraArgs...)
+	args := []string{"server", "--data-dir", s.dataDir, "--https-listen-port", s.port,
+		"--bind-address", "127.0.0.1", "--write-kubeconfig", s.kubeconfig}
+	if !s.withAgent {
+		args = append(args, "--disable-agent")
+	}
+	args = append(args, s.extraArgs...)
 	s.cmd = exec.Command(s.bin, args...)
 	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
 	s.exited = make(chan struct{})
