@@ -116,7 +116,8 @@ func subresourcesOf(sv *served) []subresourceInfo {
 			out = append(out, subresourceInfo{"binding", []string{"create"}, schema.GroupVersionKind{Kind: "Binding"}},
 				subresourceInfo{"log", []string{"get"}, schema.GroupVersionKind{Kind: "Pod"}},
 				subresourceInfo{"exec", []string{"create", "get"}, schema.GroupVersionKind{Kind: "PodExecOptions"}},
-				subresourceInfo{"attach", []string{"create", "get"}, schema.GroupVersionKind{Kind: "PodAttachOptions"}})
+				subresourceInfo{"attach", []string{"create", "get"}, schema.GroupVersionKind{Kind: "PodAttachOptions"}},
+				subresourceInfo{"portforward", []string{"create", "get"}, schema.GroupVersionKind{Kind: "PodPortForwardOptions"}})
 		}
 	case "namespaces":
 		out = append(out, subresourceInfo{"finalize", []string{"update"}, schema.GroupVersionKind{Kind: "Namespace"}})

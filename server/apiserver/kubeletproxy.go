@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/httpstream/wsstream"
 )
 
 // Pod subresources answered by the pod's kubelet: the API server checks
@@ -22,7 +23,7 @@ import (
 // (node InternalIP, status.daemonEndpoints.kubeletEndpoint.port) with its
 // own client certificate. exec and attach are WebSocket upgrades that the
 // reverse proxy passes through.
-var kubeletPaths = map[string]string{"log": "containerLogs", "exec": "exec", "attach": "attach"}
+var kubeletPaths = map[string]string{"log": "containerLogs", "exec": "exec", "attach": "attach", "portforward": "portForward"}
 
 func (s *Server) proxyToKubelet(w http.ResponseWriter, r *http.Request, info requestInfo, sv *served) {
 	obj, err := sv.store.Get(r.Context(), sv.store.Key(info.Namespace, info.Name))
@@ -35,10 +36,20 @@ func (s *Server) proxyToKubelet(w http.ResponseWriter, r *http.Request, info req
 		s.writeError(w, r, apierrors.NewInternalError(fmt.Errorf("%T is not a pod", obj)))
 		return
 	}
-	container, err := podContainerName(pod, r.URL.Query().Get("container"), info.Subresource)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
+	container := ""
+	if info.Subresource == "portforward" {
+		// kubectl tries a WebSocket tunnel first and falls back to SPDY
+		// when the upgrade is refused; kelp's kubelets speak SPDY here.
+		if wsstream.IsWebSocketRequest(r) {
+			s.writeError(w, r, apierrors.NewBadRequest("port forwarding is served over SPDY (portforward.k8s.io); the WebSocket tunnel is not supported"))
+			return
+		}
+	} else {
+		container, err = podContainerName(pod, r.URL.Query().Get("container"), info.Subresource)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 	}
 	if pod.Spec.NodeName == "" {
 		s.writeError(w, r, apierrors.NewBadRequest(fmt.Sprintf("pod %s does not have a host assigned", pod.Name)))
@@ -62,7 +73,7 @@ func (s *Server) proxyToKubelet(w http.ResponseWriter, r *http.Request, info req
 	q := r.URL.Query()
 	q.Del("container")
 	target := &url.URL{Scheme: "https", Host: net.JoinHostPort(host, strconv.Itoa(port)),
-		Path:     "/" + kubeletPaths[info.Subresource] + "/" + pod.Namespace + "/" + pod.Name + "/" + container,
+		Path:     strings.TrimSuffix("/"+kubeletPaths[info.Subresource]+"/"+pod.Namespace+"/"+pod.Name+"/"+container, "/"),
 		RawQuery: q.Encode()}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {

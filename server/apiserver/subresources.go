@@ -51,7 +51,7 @@ func (s *Server) serveSubresource(w http.ResponseWriter, r *http.Request, info r
 		s.bind(w, r, info, sv)
 	case "finalize":
 		s.update(w, r, info, sv, "finalize")
-	case "log", "exec", "attach":
+	case "log", "exec", "attach", "portforward":
 		s.proxyToKubelet(w, r, info, sv)
 	}
 }

@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -86,6 +88,26 @@ func TestSeedApp(t *testing.T) {
 	if out := c.mustKubectl("logs", "--timestamps", "--tail=1", pods[0].Name); !strings.HasPrefix(out, time.Now().UTC().Format("2006-01-02T")) {
 		t.Errorf("logs --timestamps: %q", out)
 	}
+	// port-forward: a local port reaches the pod's port 8000.
+	pf := exec.Command(kelpBin, "kubectl", "--kubeconfig", c.kubeconfig, "port-forward", "pod/"+pods[2].Name, ":8000")
+	pfOut, err := pf.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pf.Stderr = pf.Stdout
+	if err := pf.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = pf.Process.Kill(); _ = pf.Wait() }()
+	line, err := bufio.NewReader(pfOut).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "Forwarding from 127.0.0.1:") {
+		t.Fatalf("port-forward: %v %q", err, line)
+	}
+	local := strings.Fields(strings.TrimPrefix(line, "Forwarding from "))[0]
+	if body, err := httpGet("http://" + local + "/"); err != nil || !strings.Contains(body, "Hello from "+pods[2].Name) {
+		t.Errorf("through port-forward %s: %v %q", local, err, body)
+	}
+
 	// logs -f keeps streaming: the readiness probe logs every 2 s.
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

@@ -187,7 +187,7 @@ func newRSNewReplicas(d *apps.Deployment, allRSs []*apps.ReplicaSet, newRS *apps
 	if err != nil {
 		return 0, err
 	}
-	current := sumSpec(allRSs)
+	current := podsUntilScaled(allRSs)
 	maxTotal := dReplicas(d) + surge
 	if current >= maxTotal {
 		return replicas(newRS), nil

@@ -173,6 +173,20 @@ func availableCount(rss []*apps.ReplicaSet) int32 {
 	return sumStatus(rss, func(s *apps.ReplicaSetStatus) int32 { return s.AvailableReplicas })
 }
 
+// podsUntilScaled counts the pods each ReplicaSet may have until its
+// controller has caught up: a ReplicaSet just scaled down still has its
+// old pods (status.replicas) until they are deleted, and surging on top of
+// them would run more than replicas+maxSurge pods at once.
+func podsUntilScaled(rss []*apps.ReplicaSet) int32 {
+	var n int32
+	for _, rs := range rss {
+		if rs != nil {
+			n += max(replicas(rs), rs.Status.Replicas)
+		}
+	}
+	return n
+}
+
 // availableAfterScale is what will stay available once every ReplicaSet
 // reaches its spec: a ReplicaSet just scaled down still reports its old
 // availableReplicas until its controller catches up, and counting those
