@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/httpstream/wsstream"
+
 	"github.com/kelp-project/kelp/runtime"
 )
 
@@ -215,4 +217,81 @@ func (l *limitWriter) write(b []byte) bool {
 	}
 	_, err := l.w.Write(b)
 	return err == nil && !l.done
+}
+
+// attach streams a running container's output from now on, over the same
+// WebSocket channels as exec. The output is read from the container's log:
+// containerd's shim hands stdout and stderr to the log writer, not to kelp.
+// Writing to a container's stdin is not supported yet.
+func (k *Kubelet) attach(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if boolParam(q, "stdin") {
+		http.Error(w, "attaching to a container's stdin is not supported by kelp yet; kubectl attach without -i streams its output", http.StatusBadRequest)
+		return
+	}
+	pod, id, n, err := k.podContainer(r, false)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	f, err := os.Open(k.logPath(pod, r.PathValue("container"), n))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	}
+	defer f.Close()
+	if _, err := f.Seek(0, io.SeekEnd); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if !wsstream.IsWebSocketRequest(r) {
+		http.Error(w, "kelp's kubelet speaks the WebSocket channel protocol (v5.channel.k8s.io) only; SPDY is not supported", http.StatusBadRequest)
+		return
+	}
+	channels := []wsstream.ChannelType{wsstream.IgnoreChannel, wsstream.WriteChannel, wsstream.WriteChannel, wsstream.WriteChannel, wsstream.ReadChannel}
+	protocols := map[string]wsstream.ChannelProtocolConfig{}
+	for _, p := range []string{"v5.channel.k8s.io", "v4.channel.k8s.io"} {
+		protocols[p] = wsstream.ChannelProtocolConfig{Binary: true, Channels: channels}
+	}
+	conn := wsstream.NewConn(protocols)
+	_, streams, err := conn.Open(w, r)
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	go func() { _, _ = io.Copy(io.Discard, streams[4]) }()
+	br := bufio.NewReader(f)
+	for {
+		b, err := br.ReadBytes('\n')
+		if len(b) > 0 && b[len(b)-1] == '\n' {
+			if l, ok := parseCRILine(b); ok {
+				out := streams[1]
+				if f := bytes.SplitN(b, []byte(" "), 3); len(f) > 1 && string(f[1]) == "stderr" {
+					out = streams[2]
+				}
+				line := l.content
+				if !l.partial {
+					line = append(line, '\n')
+				}
+				if _, err := out.Write(line); err != nil {
+					return
+				}
+			}
+			continue
+		}
+		if len(b) > 0 {
+			_, _ = f.Seek(-int64(len(b)), io.SeekCurrent)
+			br.Reset(f)
+		}
+		_ = err
+		if st, err := k.runtime.ContainerStatus(r.Context(), id); err != nil || st.State != runtime.StateRunning {
+			_, _ = streams[3].Write([]byte(`{"metadata":{},"status":"Success"}`))
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

@@ -49,9 +49,7 @@ func (k *Kubelet) serve(ctx context.Context, ln net.Listener) error {
 	mux.HandleFunc("GET /containerLogs/{ns}/{pod}/{container}", k.authorized(k.containerLogs))
 	mux.HandleFunc("/exec/{ns}/{pod}/{container}", k.authorized(k.exec))
 	mux.HandleFunc("/portForward/{ns}/{pod}", k.authorized(k.portForward))
-	mux.HandleFunc("/attach/{ns}/{pod}/{container}", k.authorized(func(w http.ResponseWriter, _ *http.Request) {
-		http.Error(w, "attach is not supported by kelp yet: a container's output goes to its log (kubectl logs -f)", http.StatusBadRequest)
-	}))
+	mux.HandleFunc("/attach/{ns}/{pod}/{container}", k.authorized(k.attach))
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 30 * time.Second,

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"os/exec"
 	"strings"
@@ -106,6 +107,20 @@ func TestSeedApp(t *testing.T) {
 	local := strings.Fields(strings.TrimPrefix(line, "Forwarding from "))[0]
 	if body, err := httpGet("http://" + local + "/"); err != nil || !strings.Contains(body, "Hello from "+pods[2].Name) {
 		t.Errorf("through port-forward %s: %v %q", local, err, body)
+	}
+
+	// attach (without -i) streams the container's output from now on.
+	att := exec.Command(kelpBin, "kubectl", "--kubeconfig", c.kubeconfig, "attach", "pod/"+pods[0].Name)
+	var attOut bytes.Buffer
+	att.Stdout, att.Stderr = &attOut, &attOut
+	if err := att.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Second)
+	_ = att.Process.Kill()
+	_ = att.Wait()
+	if !strings.Contains(attOut.String(), "GET /healthz") {
+		t.Errorf("kubectl attach showed %q", attOut.String())
 	}
 
 	// logs -f keeps streaming: the readiness probe logs every 2 s.
