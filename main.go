@@ -165,6 +165,9 @@ func agentFlags(env func(string) []string) []urfavecli.Flag {
 		&urfavecli.StringFlag{Name: "pod-log-dir", Value: "/var/log/pods", Usage: "where container logs are written", EnvVars: env("POD_LOG_DIR")},
 		&urfavecli.StringFlag{Name: "cgroup-root", Value: "/kubepods", Usage: "cgroup under which pods run", EnvVars: env("CGROUP_ROOT")},
 		&urfavecli.IntFlag{Name: "kubelet-port", Value: 10250, Usage: "port of the kubelet's HTTPS endpoint (logs, exec; 0 picks a free port)", EnvVars: env("KUBELET_PORT")},
+		&urfavecli.IntFlag{Name: "dns-port", Value: 53, Usage: "port of the node's cluster DNS listener on the node IP", EnvVars: env("DNS_PORT")},
+		&urfavecli.BoolFlag{Name: "disable-kube-proxy", Usage: "do not run the service proxy", EnvVars: env("DISABLE_KUBE_PROXY")},
+		&urfavecli.BoolFlag{Name: "disable-dns", Usage: "do not serve cluster DNS", EnvVars: env("DISABLE_DNS")},
 		&urfavecli.DurationFlag{Name: "container-restart-max-backoff", Value: 5 * time.Minute, Usage: "longest CrashLoopBackOff delay", EnvVars: env("CONTAINER_RESTART_MAX_BACKOFF")},
 	}
 }
@@ -179,6 +182,9 @@ func agentConfig(c *urfavecli.Context) agent.Config {
 		LogRoot:                  c.String("pod-log-dir"),
 		CgroupRoot:               c.String("cgroup-root"),
 		KubeletPort:              c.Int("kubelet-port"),
+		DNSPort:                  c.Int("dns-port"),
+		DisableProxy:             c.Bool("disable-kube-proxy"),
+		DisableDNS:               c.Bool("disable-dns"),
 		CrashLoopMaxBackoff:      c.Duration("container-restart-max-backoff"),
 	}
 }

@@ -7,12 +7,16 @@ package agent
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -22,6 +26,8 @@ import (
 	"github.com/kelp-project/kelp/agent/kubelet"
 	"github.com/kelp-project/kelp/embedded/containerd"
 	"github.com/kelp-project/kelp/netplane/bridge"
+	"github.com/kelp-project/kelp/netplane/dns"
+	"github.com/kelp-project/kelp/netplane/proxy"
 	"github.com/kelp-project/kelp/runtime"
 )
 
@@ -49,6 +55,10 @@ type Config struct {
 	ClusterDomain string
 	// CrashLoopMaxBackoff caps container restart delays (upstream: 5 min).
 	CrashLoopMaxBackoff time.Duration
+	// DNSPort is where the node's cluster DNS listens on NodeIP (53).
+	DNSPort int
+	// DisableProxy and DisableDNS leave services and DNS to something else.
+	DisableProxy, DisableDNS bool
 }
 
 // Run runs the agent until ctx ends. containerd and the pods keep running
@@ -111,5 +121,43 @@ func Run(ctx context.Context, cfg Config, rc *rest.Config) error {
 		},
 	}, client, rt, recorder)
 	logrus.Infof("agent: node %s, containerd at %s", cfg.NodeName, address)
+	if err := startNetplane(ctx, cfg, client); err != nil {
+		return err
+	}
 	return k.Run(ctx)
+}
+
+// startNetplane runs the service proxy and the cluster DNS, each a client
+// of the API through one shared informer factory.
+func startNetplane(ctx context.Context, cfg Config, client kubernetes.Interface) error {
+	factory := informers.NewSharedInformerFactory(client, 0)
+	if !cfg.DisableProxy {
+		ip, err := netip.ParseAddr(cfg.NodeIP)
+		if err != nil {
+			return fmt.Errorf("node IP %q: %w", cfg.NodeIP, err)
+		}
+		p, err := proxy.New(proxy.Config{NodeName: cfg.NodeName, NodeIPs: []netip.Addr{ip}, ClusterCIDR: cfg.ClusterCIDR}, client, factory)
+		if err != nil {
+			return fmt.Errorf("service proxy: %w", err)
+		}
+		go p.Run(ctx)
+	}
+	if !cfg.DisableDNS {
+		port := cfg.DNSPort
+		if port == 0 {
+			port = 53
+		}
+		d, err := dns.New(dns.Config{Domain: cfg.ClusterDomain, Listen: []string{net.JoinHostPort(cfg.NodeIP, strconv.Itoa(port))}}, factory)
+		if err != nil {
+			return fmt.Errorf("cluster DNS: %w", err)
+		}
+		go func() {
+			if err := d.Run(ctx); err != nil {
+				logrus.WithError(err).Error("cluster DNS stopped")
+			}
+		}()
+		go publishDNSEndpoint(ctx, client, cfg.NodeName, cfg.NodeIP, int32(port))
+	}
+	factory.Start(ctx.Done())
+	return nil
 }

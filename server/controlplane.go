@@ -16,6 +16,7 @@ import (
 	"github.com/kelp-project/kelp/server/controllers/nodelifecycle"
 	"github.com/kelp-project/kelp/server/controllers/replicaset"
 	"github.com/kelp-project/kelp/server/controllers/serviceaccount"
+	"github.com/kelp-project/kelp/server/controllers/servicelb"
 	"github.com/kelp-project/kelp/server/pki"
 	"github.com/kelp-project/kelp/server/scheduler"
 )
@@ -74,6 +75,8 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 			return err
 		}
 		go lifecycle.Run(ctx, 2)
+		go servicelb.New(t.Client, t.Informer).Run(ctx, 1)
+		go ensureDNSService(ctx, t.Client, cfg.ClusterDNS)
 		return nil
 	})
 	run("kube-scheduler", sched, func(ctx context.Context, t *controllers.Toolkit) error {
