@@ -275,8 +275,12 @@ func (c *cluster) livePods(selector string) []corev1.Pod {
 	return out
 }
 
+// httpClient opens a new connection per request: the proxy picks a
+// backend per connection, so reusing one would pin every request.
+var httpClient = &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
+
 func httpGet(url string) (string, error) {
-	client := &http.Client{Timeout: 3 * time.Second}
+	client := httpClient
 	resp, err := client.Get(url)
 	if err != nil {
 		return "", err
