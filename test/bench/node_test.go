@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kelp-project/kelp/test/images"
@@ -242,4 +245,72 @@ func procPss(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// BenchmarkDatapath compares new-connection HTTP requests through a
+// Service's ClusterIP (nftables DNAT) with requests to a pod IP directly,
+// in the same run: latency and connections per second, and their ratio.
+func BenchmarkDatapath(b *testing.B) {
+	for range b.N {
+		s := newNode(b)
+		s.start()
+		cs := s.client()
+		ctx := ctxFor(b, 5*time.Minute)
+		waitNodeReady(ctx, b, cs)
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: map[string]string{"app": "web"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: seedAppManifestPod, ImagePullPolicy: corev1.PullIfNotPresent}}}}
+		if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": "web"}, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8000)}}}}
+		created, err := cs.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var podIP string
+		for podIP == "" {
+			p, err := cs.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+			if err == nil && isReady(p) {
+				podIP = p.Status.PodIP
+			}
+			if ctx.Err() != nil {
+				b.Fatal("the pod never became Ready")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
+		get := func(url string) error {
+			resp, err := client.Get(url)
+			if err != nil {
+				return err
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			return resp.Body.Close()
+		}
+		clusterURL, podURL := "http://"+created.Spec.ClusterIP+"/", "http://"+podIP+":8000/"
+		for deadline := time.Now().Add(20 * time.Second); get(clusterURL) != nil; {
+			if time.Now().After(deadline) {
+				b.Fatal("the Service never answered")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		const n = 2000
+		run := func(url string) ([]time.Duration, time.Duration) {
+			lat, wall, err := parallel(n, 4, func(int) error { return get(url) })
+			if err != nil {
+				b.Fatal(err)
+			}
+			return lat, wall
+		}
+		run(podURL) // warm up
+		direct, dWall := run(podURL)
+		viaSvc, sWall := run(clusterURL)
+		d, v := Summarize(direct), Summarize(viaSvc)
+		b.ReportMetric(0, "ns/op")
+		b.ReportMetric(float64(n)/sWall.Seconds(), "svc-conn/s")
+		b.ReportMetric(float64(n)/dWall.Seconds(), "pod-conn/s")
+		b.Logf("datapath, %d new-connection GETs at concurrency 4: pod IP %s (%.0f conn/s); ClusterIP %s (%.0f conn/s); ClusterIP/pod: p50 %.2fx, rate %.2fx",
+			n, d, float64(n)/dWall.Seconds(), v, float64(n)/sWall.Seconds(), Ms(v.P50)/Ms(d.P50), dWall.Seconds()/sWall.Seconds())
+	}
 }

@@ -125,7 +125,9 @@ func (c *cluster) agentArgs(cmd string) []string {
 func (c *cluster) start(extra ...string) {
 	c.t.Helper()
 	_ = os.Remove(c.kubeconfig)
-	args := append(c.agentArgs("server"), "--https-listen-port", c.port, "--bind-address", "127.0.0.1",
+	// The API listens on every address (random port), so the kubernetes
+	// Service reaches it from pods, as on a real node.
+	args := append(c.agentArgs("server"), "--https-listen-port", c.port,
 		"--write-kubeconfig", c.kubeconfig, "--kubelet-port", "0")
 	args = append(args, extra...)
 	logFile, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)

@@ -205,8 +205,24 @@ spec:
 	if err != nil || len(r.Answer) != 1 || r.Answer[0].(*mdns.SRV).Port != 80 {
 		t.Errorf("SRV for the named port: %v %v", err, r)
 	}
-	if out, err := c.kubectl("exec", "client", "--", "nslookup", "proxy.golang.org"); err != nil || !strings.Contains(out, "Address") {
-		t.Logf("forwarding an external name (depends on the host's resolver): %v\n%s", err, out)
+	// A name outside the cluster goes to the host's resolvers: the pod
+	// must get what the host gets.
+	hostAddrs, err := net.LookupHost("proxy.golang.org")
+	if err != nil {
+		t.Fatalf("the host itself cannot resolve proxy.golang.org, so forwarding cannot be checked: %v", err)
+	}
+	if out, err := c.kubectl("exec", "client", "--", "nslookup", "proxy.golang.org"); err != nil || !strings.Contains(out, hostAddrs[0]) {
+		t.Errorf("forwarding an external name: %v\n%s (host: %v)", err, out, hostAddrs)
+	}
+	// Service links and the kubernetes Service from inside a pod.
+	if out := c.mustKubectl("exec", "client", "--", "env"); !strings.Contains(out, "CONTAINER_LAB_SERVICE_HOST="+clusterIP) ||
+		!strings.Contains(out, "KUBERNETES_SERVICE_HOST=10.43.0.1") {
+		t.Errorf("service environment variables missing:\n%s", out)
+	}
+	// The API server speaks TLS on 10.43.0.1:443: a plain HTTP request
+	// reaching it gets its "HTTP request to an HTTPS server" 400.
+	if out, _ := c.kubectl("exec", "client", "--", "wget", "-qO-", "http://kubernetes.default.svc:443/"); !strings.Contains(out, "400") {
+		t.Errorf("the kubernetes Service from a pod: %q", out)
 	}
 
 	// Readiness: one pod's probe fails and it leaves the rotation; scaling
