@@ -10,9 +10,11 @@
 #   INSTALL_KELP_SYSTEMD_DIR where unit files go (default /etc/systemd/system)
 #   INSTALL_KELP_EXEC        arguments for the service (default "server")
 #   INSTALL_KELP_SKIP_START  "true" to write the service without starting it
+#   INSTALL_KELP_SKIP_DEPS   "true" not to install containerd and runc
 #
-# It installs kelp, a kubectl symlink, kelp-uninstall.sh, and a service
-# unit. On machines without systemd as PID 1 the unit is written but not
+# It installs containerd and runc from the OS packages when missing (the
+# node agent drives them), kelp, a kubectl symlink, kelp-killall.sh,
+# kelp-uninstall.sh, and a service unit. On machines without systemd as PID 1 the unit is written but not
 # enabled, and the script prints how to start kelp by hand.
 set -eu
 
@@ -28,6 +30,16 @@ case "$(uname -m)" in
 	x86_64|amd64|aarch64|arm64) ;;
 	*) fatal "unsupported architecture $(uname -m)" ;;
 esac
+
+if [ "${INSTALL_KELP_SKIP_DEPS:-false}" != true ] && ! { command -v containerd >/dev/null 2>&1 && command -v runc >/dev/null 2>&1; }; then
+	if command -v apt-get >/dev/null 2>&1; then
+		info "installing containerd and runc"
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq containerd runc nftables iproute2 conntrack \
+			|| fatal "could not install containerd and runc"
+	else
+		info "containerd and runc are not installed: install them with your package manager (or start kelp with --disable-agent)"
+	fi
+fi
 
 mkdir -p "$BIN_DIR"
 tmp="$(mktemp "$BIN_DIR/.kelp.XXXXXX")"
@@ -59,17 +71,29 @@ else
 	info "$BIN_DIR/kubectl exists and is not ours; use 'kelp kubectl'"
 fi
 
+cat > "$BIN_DIR/kelp-killall.sh" <<KILLALL
+#!/bin/sh
+# Stops kelp, then what it leaves running on purpose: the containers,
+# containerd and the pod network (as k3s-killall.sh does).
+set -u
+[ -d /run/systemd/system ] && systemctl stop kelp 2>/dev/null
+pkill -TERM -x kelp 2>/dev/null
+sleep 2
+"$BIN_DIR/kelp" killall
+KILLALL
+chmod 0755 "$BIN_DIR/kelp-killall.sh"
+info "installed $BIN_DIR/kelp-killall.sh"
+
 cat > "$BIN_DIR/kelp-uninstall.sh" <<UNINSTALL
 #!/bin/sh
 # Stops kelp and removes what install.sh installed, and kelp's state.
 set -u
 [ -d /run/systemd/system ] && systemctl disable --now kelp 2>/dev/null
-pkill -TERM -x kelp 2>/dev/null
-sleep 2
+"$BIN_DIR/kelp-killall.sh"
 rm -f "$SYSTEMD_DIR/kelp.service"
 [ -L "$BIN_DIR/kubectl" ] && [ "\$(readlink "$BIN_DIR/kubectl")" = kelp ] && rm -f "$BIN_DIR/kubectl"
 rm -rf /etc/kelp /var/lib/kelp /run/kelp
-rm -f "$BIN_DIR/kelp" "$BIN_DIR/kelp-uninstall.sh"
+rm -f "$BIN_DIR/kelp" "$BIN_DIR/kelp-uninstall.sh" "$BIN_DIR/kelp-killall.sh"
 echo "kelp uninstalled"
 UNINSTALL
 chmod 0755 "$BIN_DIR/kelp-uninstall.sh"

@@ -9,19 +9,19 @@ import (
 )
 
 // install.sh installs the binary, a kubectl symlink that runs the built-in
-// kubectl, an uninstall script and a service unit; on a machine without
+// kubectl, killall and uninstall scripts and a service unit; on a machine without
 // systemd it says how to start kelp instead of failing.
 func TestInstallScript(t *testing.T) {
 	dir := t.TempDir()
 	bin, units := filepath.Join(dir, "bin"), filepath.Join(dir, "systemd")
 	cmd := exec.Command("sh", "../../install.sh")
 	cmd.Env = append(os.Environ(), "KELP_BINARY="+kelpBin, "INSTALL_KELP_BIN_DIR="+bin,
-		"INSTALL_KELP_SYSTEMD_DIR="+units, "INSTALL_KELP_SKIP_START=true")
+		"INSTALL_KELP_SYSTEMD_DIR="+units, "INSTALL_KELP_SKIP_START=true", "INSTALL_KELP_SKIP_DEPS=true")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("install.sh: %v\n%s", err, out)
 	}
-	for _, f := range []string{"bin/kelp", "bin/kelp-uninstall.sh", "systemd/kelp.service"} {
+	for _, f := range []string{"bin/kelp", "bin/kelp-uninstall.sh", "bin/kelp-killall.sh", "systemd/kelp.service"} {
 		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s not installed: %v", f, err)
 		}
@@ -35,7 +35,7 @@ func TestInstallScript(t *testing.T) {
 		t.Errorf("kubectl symlink: %v %s", err, v)
 	}
 	bad := exec.Command("sh", "../../install.sh")
-	bad.Env = append(os.Environ(), "KELP_BINARY="+filepath.Join(dir, "missing"), "INSTALL_KELP_BIN_DIR="+bin)
+	bad.Env = append(os.Environ(), "KELP_BINARY="+filepath.Join(dir, "missing"), "INSTALL_KELP_BIN_DIR="+bin, "INSTALL_KELP_SKIP_DEPS=true")
 	if out, err := bad.CombinedOutput(); err == nil || !strings.Contains(string(out), "does not exist") {
 		t.Errorf("missing binary should fail clearly: %v %s", err, out)
 	}
