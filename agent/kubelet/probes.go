@@ -69,6 +69,15 @@ func (p *prober) sync(pod *corev1.Pod, inst map[string][]runtime.ContainerStatus
 		p.active[id] = cancel
 		p.start[id] = c.StartupProbe == nil
 		p.ready[id] = c.ReadinessProbe == nil
+		// A container this kubelet adopts after a restart keeps the
+		// readiness the API last saw for that same instance, so restarting
+		// kelp never takes running pods out of their Services.
+		for _, cs := range pod.Status.ContainerStatuses {
+			if cs.Name == c.Name && cs.ContainerID == "containerd://"+id {
+				p.ready[id] = p.ready[id] || cs.Ready
+				p.start[id] = p.start[id] || (cs.Started != nil && *cs.Started)
+			}
+		}
 		go p.runContainer(ctx, pod, c, id)
 	}
 }

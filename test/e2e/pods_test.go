@@ -172,7 +172,16 @@ func TestAgentRestart(t *testing.T) {
 	}
 	c.start()
 	c.waitNodeReady()
-	time.Sleep(3 * time.Second) // a few sync rounds of the restarted kubelet
+	// Through the restarted kubelet's first sync rounds the pods stay
+	// Ready: readiness of adopted containers carries over, so they never
+	// leave their Services.
+	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		for _, p := range c.livePods("app=container-lab") {
+			if !podReady(&p) {
+				t.Fatalf("pod %s turned NotReady after the restart", p.Name)
+			}
+		}
+	}
 	for _, p := range c.livePods("app=container-lab") {
 		cs := p.Status.ContainerStatuses[0]
 		if before[p.Name] != cs.ContainerID || cs.RestartCount != 0 || !cs.Ready {

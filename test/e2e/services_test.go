@@ -267,6 +267,7 @@ spec:
 	c.waitFor(60*time.Second, "prober Running", func() bool { return c.pod("prober").Status.Phase == corev1.PodRunning })
 	rulesBefore := nftObjects(t)
 
+	stoppedAt := time.Now()
 	c.stop()
 	var hostOK, hostFail int
 	deadline := time.Now().Add(30 * time.Second)
@@ -278,6 +279,7 @@ spec:
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	restartedAt := time.Now()
 	c.start()
 	c.waitNodeReady()
 	if hostFail != 0 || hostOK < 100 {
@@ -291,7 +293,15 @@ spec:
 	})
 	okN, failN := strings.Count(logs, "ok"), strings.Count(logs, "FAIL")
 	if failN != 0 || okN < 100 {
-		t.Errorf("from a pod across the stop: %d ok, %d failed", okN, failN)
+		stamped, _ := c.kubectl("logs", "--timestamps", "prober")
+		var fails []string
+		for _, l := range strings.Split(stamped, "\n") {
+			if strings.Contains(l, "FAIL") {
+				fails = append(fails, l)
+			}
+		}
+		t.Errorf("from a pod across the stop: %d ok, %d failed (kelp stopped %s, restarted %s): %v", okN, failN,
+			stoppedAt.UTC().Format(time.RFC3339Nano), restartedAt.UTC().Format(time.RFC3339Nano), fails)
 	}
 	t.Logf("while kelp was stopped: host %d requests ok; pod %d requests ok over the whole test", hostOK, okN)
 	time.Sleep(2 * time.Second)
