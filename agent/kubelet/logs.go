@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/httpstream/wsstream"
-
 	"github.com/kelp-project/kelp/runtime"
 )
 
@@ -244,22 +242,11 @@ func (k *Kubelet) attach(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	if !wsstream.IsWebSocketRequest(r) {
-		http.Error(w, "kelp's kubelet speaks the WebSocket channel protocol (v5.channel.k8s.io) only; SPDY is not supported", http.StatusBadRequest)
-		return
-	}
-	channels := []wsstream.ChannelType{wsstream.IgnoreChannel, wsstream.WriteChannel, wsstream.WriteChannel, wsstream.WriteChannel, wsstream.ReadChannel}
-	protocols := map[string]wsstream.ChannelProtocolConfig{}
-	for _, p := range []string{"v5.channel.k8s.io", "v4.channel.k8s.io"} {
-		protocols[p] = wsstream.ChannelProtocolConfig{Binary: true, Channels: channels}
-	}
-	conn := wsstream.NewConn(protocols)
-	_, streams, err := conn.Open(w, r)
-	if err != nil {
+	conn, streams, ok := openChannels(w, r, false)
+	if !ok {
 		return
 	}
 	defer conn.Close()
-	go func() { _, _ = io.Copy(io.Discard, streams[4]) }()
 	br := bufio.NewReader(f)
 	for {
 		b, err := br.ReadBytes('\n')

@@ -210,15 +210,7 @@ func (w *podWorker) probeOnce(ctx context.Context, pod *corev1.Pod, c *corev1.Co
 	h := probe.ProbeHandler
 	switch {
 	case h.Exec != nil:
-		var out bytes.Buffer
-		code, err := w.k.runtime.Exec(ctx, id, h.Exec.Command, nil, &out, &out, false)
-		if err != nil {
-			return err
-		}
-		if code != 0 {
-			return fmt.Errorf("command %q exited with %d: %s", h.Exec.Command, code, bytes.TrimSpace(out.Bytes()))
-		}
-		return nil
+		return w.execCheck(ctx, id, h.Exec.Command)
 	case h.HTTPGet != nil:
 		return w.httpGet(ctx, c, h.HTTPGet)
 	case h.TCPSocket != nil:
@@ -236,6 +228,38 @@ func (w *podWorker) probeOnce(ctx context.Context, pod *corev1.Pod, c *corev1.Co
 		return fmt.Errorf("gRPC probes are not supported by kelp yet")
 	}
 	return fmt.Errorf("probe has no handler")
+}
+
+// execCheck runs an exec probe or hook: success is exit code 0; the
+// output goes into the error message. stdout and stderr are written
+// concurrently, so they share one locked buffer.
+func (w *podWorker) execCheck(ctx context.Context, id string, cmd []string) error {
+	var out lockedBuffer
+	code, err := w.k.runtime.Exec(ctx, id, cmd, nil, &out, &out, false)
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return fmt.Errorf("command %q exited with %d: %s", cmd, code, bytes.TrimSpace(out.Bytes()))
+	}
+	return nil
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Bytes()
 }
 
 func (w *podWorker) host(h string) string {
@@ -318,15 +342,7 @@ func (w *podWorker) runHook(ctx context.Context, pod *corev1.Pod, c *corev1.Cont
 			return nil
 		}
 	case h.Exec != nil:
-		var out bytes.Buffer
-		code, err := w.k.runtime.Exec(ctx, id, h.Exec.Command, nil, &out, &out, false)
-		if err != nil {
-			return err
-		}
-		if code != 0 {
-			return fmt.Errorf("command %q exited with %d: %s", h.Exec.Command, code, bytes.TrimSpace(out.Bytes()))
-		}
-		return nil
+		return w.execCheck(ctx, id, h.Exec.Command)
 	case h.HTTPGet != nil:
 		return w.httpGet(ctx, c, h.HTTPGet)
 	case h.TCPSocket != nil:

@@ -144,8 +144,7 @@ func (k *Kubelet) worker(pod *corev1.Pod) *podWorker {
 }
 
 // exec runs a command in a container over the WebSocket channel protocol
-// (v5.channel.k8s.io and earlier): 0 stdin, 1 stdout, 2 stderr, 3 the
-// result as a Status, 4 terminal resizes.
+// (openChannels).
 func (k *Kubelet) exec(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	cmd := q["command"]
@@ -158,28 +157,12 @@ func (k *Kubelet) exec(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	if !wsstream.IsWebSocketRequest(r) {
-		http.Error(w, "kelp's kubelet speaks the WebSocket channel protocol (v5.channel.k8s.io) only; SPDY is not supported", http.StatusBadRequest)
-		return
-	}
-	stdin, tty := q.Get("stdin") == "true" || q.Get("stdin") == "1", q.Get("tty") == "true" || q.Get("tty") == "1"
-	channels := []wsstream.ChannelType{wsstream.ReadChannel, wsstream.WriteChannel, wsstream.WriteChannel, wsstream.WriteChannel, wsstream.ReadChannel}
-	if !stdin {
-		channels[0] = wsstream.IgnoreChannel
-	}
-	protocols := map[string]wsstream.ChannelProtocolConfig{}
-	for _, p := range []string{"v5.channel.k8s.io", "v4.channel.k8s.io"} {
-		protocols[p] = wsstream.ChannelProtocolConfig{Binary: true, Channels: channels}
-	}
-	conn := wsstream.NewConn(protocols)
-	conn.SetIdleTimeout(4 * time.Hour)
-	_, streams, err := conn.Open(w, r)
-	if err != nil {
-		logrus.WithError(err).Debug("kubelet: exec upgrade")
+	stdin, tty := boolParam(q, "stdin"), boolParam(q, "tty")
+	conn, streams, ok := openChannels(w, r, stdin)
+	if !ok {
 		return
 	}
 	defer conn.Close()
-	go func() { _, _ = io.Copy(io.Discard, streams[4]) }() // resizes are not applied
 	var in io.Reader
 	if stdin {
 		in = streams[0]
@@ -200,6 +183,34 @@ func (k *Kubelet) exec(w http.ResponseWriter, r *http.Request) {
 	}
 	b, _ := json.Marshal(status)
 	_, _ = streams[3].Write(b)
+}
+
+// openChannels upgrades an exec or attach request to the WebSocket channel
+// protocol (v5.channel.k8s.io and earlier): 0 stdin (when asked for), 1
+// stdout, 2 stderr, 3 the result as a Status, 4 terminal resizes, which
+// are read and dropped (not applied).
+func openChannels(w http.ResponseWriter, r *http.Request, stdin bool) (*wsstream.Conn, []io.ReadWriteCloser, bool) {
+	if !wsstream.IsWebSocketRequest(r) {
+		http.Error(w, "kelp's kubelet speaks the WebSocket channel protocol (v5.channel.k8s.io) only; SPDY is not supported", http.StatusBadRequest)
+		return nil, nil, false
+	}
+	channels := []wsstream.ChannelType{wsstream.ReadChannel, wsstream.WriteChannel, wsstream.WriteChannel, wsstream.WriteChannel, wsstream.ReadChannel}
+	if !stdin {
+		channels[0] = wsstream.IgnoreChannel
+	}
+	protocols := map[string]wsstream.ChannelProtocolConfig{}
+	for _, p := range []string{"v5.channel.k8s.io", "v4.channel.k8s.io"} {
+		protocols[p] = wsstream.ChannelProtocolConfig{Binary: true, Channels: channels}
+	}
+	conn := wsstream.NewConn(protocols)
+	conn.SetIdleTimeout(4 * time.Hour)
+	_, streams, err := conn.Open(w, r)
+	if err != nil {
+		logrus.WithError(err).Debug("kubelet: stream upgrade")
+		return nil, nil, false
+	}
+	go func() { _, _ = io.Copy(io.Discard, streams[4]) }()
+	return conn, streams, true
 }
 
 func boolParam(q map[string][]string, name string) bool {
