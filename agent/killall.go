@@ -42,7 +42,7 @@ func KillAll(ctx context.Context, cfg Config) error {
 	if answers(sock) {
 		if rt, err := runtime.New(ctx, runtime.Options{Address: sock, StateDir: filepath.Join(runDir, "runtime"),
 			CgroupRoot: cfg.CgroupRoot, LogRoot: cfg.LogRoot}); err == nil {
-			list, _ := rt.ListContainers(ctx)
+			list, _ := rt.ListContainers(ctx, nil)
 			for _, c := range list {
 				_ = rt.StopContainer(ctx, c.ID, 0)
 				if err := rt.RemoveContainer(ctx, c.ID); err != nil {

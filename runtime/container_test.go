@@ -276,7 +276,7 @@ func TestContainerRemoveIdempotentAndNotFound(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, rt, spec.ID, StateRunning, 5*time.Second)
-	list, err := rt.ListContainers(ctx)
+	list, err := rt.ListContainers(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,6 +286,14 @@ func TestContainerRemoveIdempotentAndNotFound(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("running container missing from list %v", list)
+	}
+	// A label filter keeps exactly the matching containers.
+	mine, err := rt.ListContainers(ctx, map[string]string{"test": t.Name()})
+	if err != nil || len(mine) != 1 || mine[0].ID != spec.ID {
+		t.Errorf("list by label: %v %v", mine, err)
+	}
+	if none, err := rt.ListContainers(ctx, map[string]string{"test": "no-such-test"}); err != nil || len(none) != 0 {
+		t.Errorf("list by a label nobody has: %v %v", none, err)
 	}
 	for i := 0; i < 2; i++ { // removing a running container kills it
 		if err := rt.RemoveContainer(ctx, spec.ID); err != nil {

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -171,11 +172,22 @@ func (r *Runtime) ContainerStatus(ctx context.Context, id string) (ContainerStat
 	return r.status(ctx, c)
 }
 
-// ListContainers returns every container in kelp's namespace.
-func (r *Runtime) ListContainers(ctx context.Context) ([]ContainerStatus, error) {
+// ListContainers returns the containers in kelp's namespace that carry
+// all the given labels (every container for nil).
+func (r *Runtime) ListContainers(ctx context.Context, labels map[string]string) ([]ContainerStatus, error) {
 	ctx = r.ctx(ctx)
 	r.watch()
-	cs, err := r.client.Containers(ctx)
+	// containerd filters by label in its metadata store, so the per-
+	// container task queries below are made only for the matches.
+	var conds []string
+	for k, v := range labels {
+		conds = append(conds, fmt.Sprintf("labels.%q==%q", k, v))
+	}
+	var filters []string
+	if len(conds) > 0 {
+		filters = []string{strings.Join(conds, ",")}
+	}
+	cs, err := r.client.Containers(ctx, filters...)
 	if err != nil {
 		return nil, err
 	}

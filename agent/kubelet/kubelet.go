@@ -45,7 +45,7 @@ type Runtime interface {
 	StopContainer(ctx context.Context, id string, grace time.Duration) error
 	RemoveContainer(ctx context.Context, id string) error
 	ContainerStatus(ctx context.Context, id string) (runtime.ContainerStatus, error)
-	ListContainers(ctx context.Context) ([]runtime.ContainerStatus, error)
+	ListContainers(ctx context.Context, labels map[string]string) ([]runtime.ContainerStatus, error)
 	Exits() <-chan string
 	Exec(ctx context.Context, id string, cmd []string, stdin io.Reader, stdout, stderr io.Writer, tty bool) (int, error)
 }
@@ -279,7 +279,7 @@ func (k *Kubelet) relist(ctx context.Context) {
 		case id := <-k.runtime.Exits():
 			k.kickByContainer(ctx, id)
 		case <-t.C:
-			list, err := k.runtime.ListContainers(ctx)
+			list, err := k.runtime.ListContainers(ctx, nil)
 			if err != nil {
 				continue
 			}
@@ -331,7 +331,7 @@ func (k *Kubelet) removeOrphans(ctx context.Context) {
 	for _, p := range pods {
 		keep[string(p.UID)] = true
 	}
-	list, err := k.runtime.ListContainers(ctx)
+	list, err := k.runtime.ListContainers(ctx, nil)
 	if err != nil {
 		logrus.WithError(err).Warn("kubelet: listing containers")
 		return

@@ -110,17 +110,16 @@ func (w *podWorker) run() {
 }
 
 // instances returns the pod's containers in containerd, by container
-// name, oldest attempt first.
+// name, oldest attempt first. Only this pod's containers are queried: a
+// sync runs for every kick, and asking containerd for every container's
+// task each time would cost O(containers) per pod.
 func (w *podWorker) instances(ctx context.Context) (map[string][]runtime.ContainerStatus, error) {
-	list, err := w.k.runtime.ListContainers(ctx)
+	list, err := w.k.runtime.ListContainers(ctx, map[string]string{labelPodUID: string(w.uid)})
 	if err != nil {
 		return nil, err
 	}
 	out := map[string][]runtime.ContainerStatus{}
 	for _, c := range list {
-		if c.Labels[labelPodUID] != string(w.uid) {
-			continue
-		}
 		name := c.Labels[labelContainerName]
 		out[name] = append(out[name], c)
 	}
