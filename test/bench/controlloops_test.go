@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"k8s.io/kubectl/pkg/util/podutils"
 	"sync"
 	"testing"
 	"time"
@@ -96,7 +97,7 @@ func watchProgress(ctx context.Context, b *testing.B, cs kubernetes.Interface, n
 			if pod.Spec.NodeName != "" {
 				p.bound[pod.Name] = true
 			}
-			if simkubelet.PodReady(pod) {
+			if podutils.IsPodReady(pod) {
 				p.ready[pod.Name] = true
 			}
 			if nb < n && len(p.bound) == n {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"k8s.io/kubectl/pkg/util/podutils"
 	"net/http"
 	"os"
 	"os/exec"
@@ -126,7 +127,7 @@ func BenchmarkPodStartup(b *testing.B) {
 			}
 			for {
 				p, err := cs.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
-				if err == nil && isReady(p) {
+				if err == nil && podutils.IsPodReady(p) {
 					lat = append(lat, time.Since(t0))
 					break
 				}
@@ -139,15 +140,6 @@ func BenchmarkPodStartup(b *testing.B) {
 		done(startupPods)
 		reportLatency(b, fmt.Sprintf("pod startup, create to Ready, %d pods one after another", startupPods), lat, 0, targetStartupP99)
 	}
-}
-
-func isReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // BenchmarkNodeIdleRSS: the seed app (3 demo pods) Ready, then 60 s idle;
@@ -172,7 +164,7 @@ func BenchmarkNodeIdleRSS(b *testing.B) {
 			n := 0
 			if err == nil {
 				for i := range l.Items {
-					if isReady(&l.Items[i]) {
+					if podutils.IsPodReady(&l.Items[i]) {
 						n++
 					}
 				}
@@ -271,7 +263,7 @@ func BenchmarkDatapath(b *testing.B) {
 		var podIP string
 		for podIP == "" {
 			p, err := cs.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
-			if err == nil && isReady(p) {
+			if err == nil && podutils.IsPodReady(p) {
 				podIP = p.Status.PodIP
 			}
 			if ctx.Err() != nil {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"k8s.io/kubectl/pkg/util/podutils"
 	"strings"
 	"testing"
 	"time"
@@ -29,15 +30,6 @@ func containerStatus(p *corev1.Pod, name string) *corev1.ContainerStatus {
 		}
 	}
 	return nil
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // Containers restart as their policy says: a killed process comes back
@@ -82,13 +74,13 @@ spec:
     command: ["sleep", "3600"]
     livenessProbe: {exec: {command: ["cat", "/tmp/healthy"]}, periodSeconds: 1, failureThreshold: 2}
 `)
-	c.waitFor(60*time.Second, "web Ready", func() bool { return podReady(c.pod("web")) })
+	c.waitFor(60*time.Second, "web Ready", func() bool { return podutils.IsPodReady(c.pod("web")) })
 	ip := c.pod("web").Status.PodIP
 	c.mustKubectl("exec", "web", "--", "kill", "1")
 	c.waitFor(30*time.Second, "web restarted", func() bool {
 		p := c.pod("web")
 		cs := containerStatus(p, "app")
-		return cs != nil && cs.RestartCount == 1 && cs.State.Running != nil && podReady(p)
+		return cs != nil && cs.RestartCount == 1 && cs.State.Running != nil && podutils.IsPodReady(p)
 	})
 	if p := c.pod("web"); p.Status.PodIP != ip {
 		t.Errorf("pod IP changed across a container restart: %s → %s", ip, p.Status.PodIP)
@@ -99,12 +91,12 @@ spec:
 
 	// Readiness: the demo app's switch makes /healthz fail; no restart.
 	c.mustKubectl("exec", "web", "--", "wget", "-qO-", "--post-data=", "http://127.0.0.1:8000/fail-ready")
-	c.waitFor(20*time.Second, "web NotReady", func() bool { return !podReady(c.pod("web")) })
+	c.waitFor(20*time.Second, "web NotReady", func() bool { return !podutils.IsPodReady(c.pod("web")) })
 	if cs := containerStatus(c.pod("web"), "app"); cs.RestartCount != 1 || cs.Ready {
 		t.Errorf("a failing readiness probe must not restart: %+v", cs)
 	}
 	c.mustKubectl("exec", "web", "--", "wget", "-qO-", "--post-data=", "http://127.0.0.1:8000/ready")
-	c.waitFor(20*time.Second, "web Ready again", func() bool { return podReady(c.pod("web")) })
+	c.waitFor(20*time.Second, "web Ready again", func() bool { return podutils.IsPodReady(c.pod("web")) })
 
 	// OOM.
 	c.waitFor(60*time.Second, "hog OOMKilled", func() bool {

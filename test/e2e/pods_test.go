@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"k8s.io/kubectl/pkg/util/podutils"
 	"os"
 	"path/filepath"
 	"strings"
@@ -177,7 +178,7 @@ func TestAgentRestart(t *testing.T) {
 	// leave their Services.
 	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		for _, p := range c.livePods("app=container-lab") {
-			if !podReady(&p) {
+			if !podutils.IsPodReady(&p) {
 				t.Fatalf("pod %s turned NotReady after the restart", p.Name)
 			}
 		}

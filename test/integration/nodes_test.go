@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"k8s.io/kubectl/pkg/util/podutils"
 	"strings"
 	"testing"
 	"time"
@@ -63,7 +64,7 @@ func TestNodeFailure(t *testing.T) {
 	}
 	waitFor(t, "node-3's pod marked not Ready", func() bool {
 		p, err := cs.CoreV1().Pods("default").Get(ctx, doomed[0].Name, metav1.GetOptions{})
-		return err == nil && !simkubelet.PodReady(p)
+		return err == nil && !podutils.IsPodReady(p)
 	})
 	waitFor(t, "the pod evicted after its 4s toleration, and Terminating", func() bool {
 		p, err := cs.CoreV1().Pods("default").Get(ctx, doomed[0].Name, metav1.GetOptions{})

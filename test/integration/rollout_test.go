@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"k8s.io/kubectl/pkg/util/podutils"
 	"strings"
 	"sync"
 	"testing"
@@ -57,7 +58,7 @@ func watchPodBounds(t *testing.T, cs kubernetes.Interface, ns, selector string) 
 			}
 			b.mu.Lock()
 			b.history = append(b.history, fmt.Sprintf("%s %s owner=%s ready=%v terminating=%v", ev.Type, p.Name,
-				p.OwnerReferences[0].Name, simkubelet.PodReady(p), p.DeletionTimestamp != nil))
+				p.OwnerReferences[0].Name, podutils.IsPodReady(p), p.DeletionTimestamp != nil))
 			if ev.Type == watch.Deleted {
 				delete(b.pods, p.Name)
 			} else {
@@ -80,7 +81,7 @@ func (b *podBounds) observe() {
 			continue
 		}
 		live++
-		if simkubelet.PodReady(p) {
+		if podutils.IsPodReady(p) {
 			ready++
 		}
 	}

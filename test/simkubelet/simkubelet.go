@@ -9,6 +9,7 @@ package simkubelet
 import (
 	"context"
 	"fmt"
+	"k8s.io/kubectl/pkg/util/podutils"
 	"sync"
 	"testing"
 	"time"
@@ -166,7 +167,7 @@ func (k *Kubelet) syncPods(ctx context.Context, live map[string]bool) {
 			continue
 		}
 		ready := p.Labels[NeverReadyLabel] != "true"
-		if p.Status.Phase == corev1.PodRunning && PodReady(p) == ready {
+		if p.Status.Phase == corev1.PodRunning && podutils.IsPodReady(p) == ready {
 			continue
 		}
 		status := corev1.ConditionTrue
@@ -187,14 +188,4 @@ func (k *Kubelet) syncPods(ctx context.Context, live map[string]bool) {
 		}
 		_, _ = k.cs.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
 	}
-}
-
-// PodReady reports the pod's Ready condition.
-func PodReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

@@ -9,6 +9,7 @@ package endpoints
 import (
 	"context"
 	"errors"
+	"k8s.io/kubectl/pkg/util/podutils"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -214,7 +215,7 @@ func (c *Controller) podUpdated(oldObj, newObj interface{}) {
 func podEndpointChanged(a, b *corev1.Pod) bool {
 	if !labels.Equals(a.Labels, b.Labels) ||
 		a.Status.PodIP != b.Status.PodIP || !apiequality.Semantic.DeepEqual(a.Status.PodIPs, b.Status.PodIPs) ||
-		podReady(a) != podReady(b) || (a.DeletionTimestamp == nil) != (b.DeletionTimestamp == nil) ||
+		podutils.IsPodReady(a) != podutils.IsPodReady(b) || (a.DeletionTimestamp == nil) != (b.DeletionTimestamp == nil) ||
 		a.Status.Phase != b.Status.Phase || a.Spec.NodeName != b.Spec.NodeName ||
 		a.Spec.Hostname != b.Spec.Hostname || a.Spec.Subdomain != b.Spec.Subdomain ||
 		len(a.Spec.Containers) != len(b.Spec.Containers) {

@@ -2,6 +2,7 @@ package endpoints
 
 import (
 	"context"
+	"k8s.io/kubectl/pkg/util/podutils"
 	"maps"
 	"slices"
 	"strings"
@@ -49,7 +50,7 @@ func buildSubsets(svc *corev1.Service, pods []*corev1.Pod) (out []corev1.Endpoin
 			subs[k] = s
 		}
 		addr := legacyAddress(svc, pod, ip)
-		if publish || podReady(pod) {
+		if publish || podutils.IsPodReady(pod) {
 			s.ready = append(s.ready, addr)
 		} else {
 			s.notReady = append(s.notReady, addr)

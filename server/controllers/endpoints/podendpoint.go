@@ -2,6 +2,7 @@ package endpoints
 
 import (
 	"fmt"
+	"k8s.io/kubectl/pkg/util/podutils"
 	"net/netip"
 	"strings"
 
@@ -16,15 +17,6 @@ import (
 // writer decides what to do with them.
 func podIncluded(pod *corev1.Pod) bool {
 	return pod.Status.PodIP != "" && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
-}
-
-func podReady(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // podIP returns the pod's address of the given family, or "". status.podIP
@@ -187,7 +179,7 @@ func podRef(pod *corev1.Pod) *corev1.ObjectReference {
 // publishNotReadyAddresses forces both, as upstream.
 func sliceEndpoint(svc *corev1.Service, pod *corev1.Pod, ip string) discoveryv1.Endpoint {
 	terminating := pod.DeletionTimestamp != nil
-	serving := svc.Spec.PublishNotReadyAddresses || podReady(pod)
+	serving := svc.Spec.PublishNotReadyAddresses || podutils.IsPodReady(pod)
 	ready := svc.Spec.PublishNotReadyAddresses || (serving && !terminating)
 	ep := discoveryv1.Endpoint{
 		Addresses:  []string{ip},

@@ -1,6 +1,7 @@
 package replicaset
 
 import (
+	"k8s.io/kubectl/pkg/util/podutils"
 	"sort"
 	"strconv"
 	"time"
@@ -27,24 +28,6 @@ func podReadyCondition(p *v1.Pod) *v1.PodCondition {
 		}
 	}
 	return nil
-}
-
-func isPodReady(p *v1.Pod) bool {
-	c := podReadyCondition(p)
-	return c != nil && c.Status == v1.ConditionTrue
-}
-
-// isPodAvailable: ready, and ready for at least minReadySeconds.
-func isPodAvailable(p *v1.Pod, minReadySeconds int32, now time.Time) bool {
-	c := podReadyCondition(p)
-	if c == nil || c.Status != v1.ConditionTrue {
-		return false
-	}
-	if minReadySeconds == 0 {
-		return true
-	}
-	min := time.Duration(minReadySeconds) * time.Second
-	return !c.LastTransitionTime.IsZero() && c.LastTransitionTime.Add(min).Before(now)
 }
 
 func podReadyTime(p *v1.Pod) time.Time {
@@ -111,7 +94,7 @@ func (r rankedPods) Less(i, j int) bool {
 	if pa, pb := phaseOrdinal(a.Status.Phase), phaseOrdinal(b.Status.Phase); pa != pb {
 		return pa < pb
 	}
-	if ra, rb := isPodReady(a), isPodReady(b); ra != rb {
+	if ra, rb := podutils.IsPodReady(a), podutils.IsPodReady(b); ra != rb {
 		return !ra
 	}
 	if ca, cb := podDeletionCost(a), podDeletionCost(b); ca != cb {
@@ -120,7 +103,7 @@ func (r rankedPods) Less(i, j int) bool {
 	if r.rank[i] != r.rank[j] {
 		return r.rank[i] > r.rank[j]
 	}
-	if isPodReady(a) && isPodReady(b) {
+	if podutils.IsPodReady(a) && podutils.IsPodReady(b) {
 		ta, tb := podReadyTime(a), podReadyTime(b)
 		if !ta.Equal(tb) {
 			return afterOrZero(ta, tb)

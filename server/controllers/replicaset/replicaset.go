@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"k8s.io/kubectl/pkg/util/podutils"
 	"sync"
 	"time"
 
@@ -217,7 +218,7 @@ func (c *Controller) updatePod(old, cur interface{}) {
 			return
 		}
 		c.enqueueRS(rs)
-		if rs.Spec.MinReadySeconds > 0 && !isPodReady(oldPod) && isPodReady(curPod) {
+		if rs.Spec.MinReadySeconds > 0 && !podutils.IsPodReady(oldPod) && podutils.IsPodReady(curPod) {
 			key, _ := cache.MetaNamespaceKeyFunc(rs)
 			c.queue.AddAfter(key, time.Duration(rs.Spec.MinReadySeconds)*time.Second+time.Second)
 		}
@@ -581,9 +582,9 @@ func (c *Controller) calculateStatus(rs *apps.ReplicaSet, pods []*v1.Pod, termin
 		if templateSel.Matches(labels.Set(p.Labels)) {
 			fully++
 		}
-		if isPodReady(p) {
+		if podutils.IsPodReady(p) {
 			ready++
-			if isPodAvailable(p, rs.Spec.MinReadySeconds, now) {
+			if podutils.IsPodAvailable(p, rs.Spec.MinReadySeconds, metav1.NewTime(now)) {
 				available++
 			}
 		}
