@@ -3,6 +3,7 @@ package dns
 import (
 	"context"
 	"fmt"
+	"k8s.io/utils/ptr"
 	"net"
 	"os"
 	"path/filepath"
@@ -20,8 +21,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 )
-
-func ptr[T any](v T) *T { return &v }
 
 func service(ns, name, clusterIP string, ports ...corev1.ServicePort) *corev1.Service {
 	svc := &corev1.Service{
@@ -50,9 +49,9 @@ func slice(ns, svc, name string, ports []discoveryv1.EndpointPort, eps ...ep) *d
 		Ports:       ports,
 	}
 	for _, e := range eps {
-		x := discoveryv1.Endpoint{Addresses: []string{e.ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(e.ready)}}
+		x := discoveryv1.Endpoint{Addresses: []string{e.ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(e.ready)}}
 		if e.hostname != "" {
-			x.Hostname = ptr(e.hostname)
+			x.Hostname = ptr.To(e.hostname)
 		}
 		es.Endpoints = append(es.Endpoints, x)
 	}
@@ -68,7 +67,7 @@ func testObjects() []runtime.Object {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "ext"},
 		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "example.com"},
 	}
-	pgPorts := []discoveryv1.EndpointPort{{Name: ptr("pg"), Port: ptr(int32(15432)), Protocol: ptr(corev1.ProtocolTCP)}}
+	pgPorts := []discoveryv1.EndpointPort{{Name: ptr.To("pg"), Port: ptr.To(int32(15432)), Protocol: ptr.To(corev1.ProtocolTCP)}}
 	big := service("default", "big", corev1.ClusterIPNone)
 	var bigEps []ep
 	for i := 0; i < 100; i++ {

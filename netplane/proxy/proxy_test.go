@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"k8s.io/utils/ptr"
 	"net"
 	"net/netip"
 	"sort"
@@ -21,8 +22,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 )
 
-func ptr[T any](v T) *T { return &v }
-
 func apiService(name, ip string, port, target int32) (*v1.Service, *discovery.EndpointSlice) {
 	svc := &v1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
@@ -37,7 +36,7 @@ func apiService(name, ip string, port, target int32) (*v1.Service, *discovery.En
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name + "-abc",
 			Labels: map[string]string{discovery.LabelServiceName: name}},
 		AddressType: discovery.AddressTypeIPv4,
-		Ports:       []discovery.EndpointPort{{Name: ptr("http"), Protocol: ptr(v1.ProtocolTCP), Port: ptr(target)}},
+		Ports:       []discovery.EndpointPort{{Name: ptr.To("http"), Protocol: ptr.To(v1.ProtocolTCP), Port: ptr.To(target)}},
 	}
 	return svc, sl
 }
@@ -45,8 +44,8 @@ func apiService(name, ip string, port, target int32) (*v1.Service, *discovery.En
 func addEP(sl *discovery.EndpointSlice, ip string, ready bool) {
 	sl.Endpoints = append(sl.Endpoints, discovery.Endpoint{
 		Addresses:  []string{ip},
-		Conditions: discovery.EndpointConditions{Ready: ptr(ready), Serving: ptr(ready), Terminating: ptr(false)},
-		NodeName:   ptr("node1"),
+		Conditions: discovery.EndpointConditions{Ready: ptr.To(ready), Serving: ptr.To(ready), Terminating: ptr.To(false)},
+		NodeName:   ptr.To("node1"),
 	})
 }
 
@@ -480,8 +479,8 @@ func TestRunFollowsInformers(t *testing.T) {
 	waitFor("initial sync", "10.42.0.5:8080,10.42.0.6:8080")
 
 	sl2 := sl.DeepCopy()
-	sl2.Endpoints[0].Conditions.Ready = ptr(false)
-	sl2.Endpoints[0].Conditions.Serving = ptr(false)
+	sl2.Endpoints[0].Conditions.Ready = ptr.To(false)
+	sl2.Endpoints[0].Conditions.Serving = ptr.To(false)
 	t0 := time.Now()
 	if _, err := client.DiscoveryV1().EndpointSlices("default").Update(ctx, sl2, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"k8s.io/utils/ptr"
 	"os"
 	"os/exec"
 	"regexp"
@@ -314,7 +315,7 @@ func TestApplyConflictWithUpdater(t *testing.T) {
 	live := stored(t, mustApply(t, m, deployGVK, "", emptyLive(deployGVK, "default", "web"), deploy(2, "nginx:1.27"), "alice", false))
 	// kubectl scale (an Update) takes spec.replicas.
 	scaled := live.DeepCopyObject().(*appsv1.Deployment)
-	scaled.Spec.Replicas = ptr(int32(7))
+	scaled.Spec.Replicas = ptr.To(int32(7))
 	live = stored(t, m.Update(deployGVK, "", live, scaled, "kubectl-scale"))
 
 	_, err := m.Apply(deployGVK, "", live, deploy(3, "nginx:1.27"), "alice", false)
@@ -389,7 +390,7 @@ func TestUpdateRecordsEntries(t *testing.T) {
 	// Update by another manager moves ownership of the changed field.
 	live := stored(t, created)
 	next := live.DeepCopyObject().(*appsv1.Deployment)
-	next.Spec.Replicas = ptr(int32(4))
+	next.Spec.Replicas = ptr.To(int32(4))
 	next.ResourceVersion = ""
 	updated := m.Update(deployGVK, "", live, next, "kubectl-edit")
 	if !owns(t, updated, "kubectl-edit", "", "spec", "replicas") || owns(t, updated, "kubectl-create", "", "spec", "replicas") {
@@ -483,7 +484,7 @@ func TestStatusResetFields(t *testing.T) {
 	next := livePod.DeepCopyObject().(*corev1.Pod)
 	next.Status.Phase = corev1.PodRunning
 	next.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "n", UID: "u"}}
-	next.Spec.ActiveDeadlineSeconds = ptr(int64(5))
+	next.Spec.ActiveDeadlineSeconds = ptr.To(int64(5))
 	got := m.Update(podGVK, "status", livePod, next, "kubelet")
 	if !owns(t, got, "kubelet", "status", "status", "phase") ||
 		ownsUnder(t, got, "kubelet", "status", "spec") || ownsUnder(t, got, "kubelet", "status", "metadata") {
@@ -766,8 +767,6 @@ func toJSON(tb testing.TB, y []byte) []byte {
 	return j
 }
 
-func ptr[T any](v T) *T { return &v }
-
 // --- benchmarks ---
 
 // BenchmarkApplyDeployment: a server-side apply that changes a field of a
@@ -792,7 +791,7 @@ func BenchmarkUpdateDeployment(b *testing.B) {
 	m := New(defaults.Apply)
 	live := stored(b, mustApply(b, m, deployGVK, "", emptyLive(deployGVK, "default", "web"), deploy(2, "nginx:1.27"), "kubectl", false))
 	next := live.DeepCopyObject().(*appsv1.Deployment)
-	next.Spec.Replicas = ptr(int32(5))
+	next.Spec.Replicas = ptr.To(int32(5))
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {

@@ -5,6 +5,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/utils/ptr"
 )
 
 // defaultCPUUtilization is the target a v2 HPA without metrics gets.
@@ -12,13 +13,13 @@ const defaultCPUUtilization int32 = 80
 
 func hpaV1(h *autoscalingv1.HorizontalPodAutoscaler) {
 	if h.Spec.MinReplicas == nil {
-		h.Spec.MinReplicas = ptr(int32(1))
+		h.Spec.MinReplicas = ptr.To(int32(1))
 	}
 }
 
 func hpaV2(h *autoscalingv2.HorizontalPodAutoscaler) {
 	if h.Spec.MinReplicas == nil {
-		h.Spec.MinReplicas = ptr(int32(1))
+		h.Spec.MinReplicas = ptr.To(int32(1))
 	}
 	if len(h.Spec.Metrics) == 0 {
 		h.Spec.Metrics = []autoscalingv2.MetricSpec{{
@@ -27,7 +28,7 @@ func hpaV2(h *autoscalingv2.HorizontalPodAutoscaler) {
 				Name: corev1.ResourceCPU,
 				Target: autoscalingv2.MetricTarget{
 					Type:               autoscalingv2.UtilizationMetricType,
-					AverageUtilization: ptr(defaultCPUUtilization),
+					AverageUtilization: ptr.To(defaultCPUUtilization),
 				},
 			},
 		}}
@@ -50,10 +51,10 @@ func scalingRules(r *autoscalingv2.HPAScalingRules, window int32, policies []aut
 		r = &autoscalingv2.HPAScalingRules{}
 	}
 	if r.StabilizationWindowSeconds == nil {
-		r.StabilizationWindowSeconds = ptr(window)
+		r.StabilizationWindowSeconds = ptr.To(window)
 	}
 	if r.SelectPolicy == nil {
-		r.SelectPolicy = ptr(autoscalingv2.MaxChangePolicySelect)
+		r.SelectPolicy = ptr.To(autoscalingv2.MaxChangePolicySelect)
 	}
 	if len(r.Policies) == 0 {
 		r.Policies = policies
@@ -63,6 +64,6 @@ func scalingRules(r *autoscalingv2.HPAScalingRules, window int32, policies []aut
 
 func priorityClass(pc *schedulingv1.PriorityClass) {
 	if pc.PreemptionPolicy == nil {
-		pc.PreemptionPolicy = ptr(corev1.PreemptLowerPriority)
+		pc.PreemptionPolicy = ptr.To(corev1.PreemptLowerPriority)
 	}
 }

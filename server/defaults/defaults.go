@@ -145,7 +145,6 @@ func ApplyUpdate(obj, old runtime.Object) {
 
 // ptr returns a pointer to a copy of v. Each defaulted pointer field gets its
 // own allocation so objects never share mutable state.
-func ptr[T any](v T) *T { return &v }
 
 // maxInt32 is used for Job.spec.backoffLimit when backoffLimitPerIndex is set.
 const maxInt32 = math.MaxInt32

@@ -1,6 +1,7 @@
 package defaults
 
 import (
+	"k8s.io/utils/ptr"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -23,19 +24,19 @@ func seedDeployment() *appsv1.Deployment {
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "container-lab", Namespace: "default"},
 		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr(int32(3)),
+			Replicas: ptr.To(int32(3)),
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "container-lab"}},
 			Strategy: appsv1.DeploymentStrategy{
 				Type: appsv1.RollingUpdateDeploymentStrategyType,
 				RollingUpdate: &appsv1.RollingUpdateDeployment{
-					MaxSurge:       ptr(intstr.FromInt32(1)),
-					MaxUnavailable: ptr(intstr.FromInt32(0)),
+					MaxSurge:       ptr.To(intstr.FromInt32(1)),
+					MaxUnavailable: ptr.To(intstr.FromInt32(0)),
 				},
 			},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "container-lab"}},
 				Spec: corev1.PodSpec{
-					TerminationGracePeriodSeconds: ptr(int64(30)),
+					TerminationGracePeriodSeconds: ptr.To(int64(30)),
 					Containers: []corev1.Container{{
 						Name:  "app",
 						Image: "username/container-lab:v2",
@@ -379,7 +380,7 @@ func TestWorkloadDefaults(t *testing.T) {
 		}
 	})
 	t.Run("job parallelism only", func(t *testing.T) {
-		j := &batchv1.Job{Spec: batchv1.JobSpec{Parallelism: ptr(int32(3)), BackoffLimitPerIndex: ptr(int32(1)),
+		j := &batchv1.Job{Spec: batchv1.JobSpec{Parallelism: ptr.To(int32(3)), BackoffLimitPerIndex: ptr.To(int32(1)),
 			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
 				OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget}},
 			}}}}}
@@ -390,7 +391,7 @@ func TestWorkloadDefaults(t *testing.T) {
 		}
 	})
 	t.Run("manual selector", func(t *testing.T) {
-		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{UID: "u"}, Spec: batchv1.JobSpec{ManualSelector: ptr(true)}}
+		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{UID: "u"}, Spec: batchv1.JobSpec{ManualSelector: ptr.To(true)}}
 		Apply(j)
 		if j.Spec.Selector != nil {
 			t.Errorf("manual selector must not be generated")
@@ -437,7 +438,7 @@ func TestOtherDefaults(t *testing.T) {
 		t.Errorf("pv: %+v", pv.Spec)
 	}
 
-	eps := &discoveryv1.EndpointSlice{Ports: []discoveryv1.EndpointPort{{Port: ptr(int32(80))}}}
+	eps := &discoveryv1.EndpointSlice{Ports: []discoveryv1.EndpointPort{{Port: ptr.To(int32(80))}}}
 	Apply(eps)
 	if *eps.Ports[0].Protocol != corev1.ProtocolTCP || *eps.Ports[0].Name != "" {
 		t.Errorf("endpointslice port: %+v", eps.Ports[0])

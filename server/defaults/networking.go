@@ -3,6 +3,7 @@ package defaults
 import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/utils/ptr"
 )
 
 // networkPolicy: a policy without policyTypes always isolates ingress, and
@@ -25,13 +26,13 @@ func networkPolicy(np *networkingv1.NetworkPolicy) {
 func networkPolicyPorts(ports []networkingv1.NetworkPolicyPort) {
 	for i := range ports {
 		if ports[i].Protocol == nil {
-			ports[i].Protocol = ptr(corev1.ProtocolTCP)
+			ports[i].Protocol = ptr.To(corev1.ProtocolTCP)
 		}
 	}
 }
 
 func ingressClass(ic *networkingv1.IngressClass) {
 	if p := ic.Spec.Parameters; p != nil && p.Scope == nil {
-		p.Scope = ptr(networkingv1.IngressClassParametersReferenceScopeCluster)
+		p.Scope = ptr.To(networkingv1.IngressClassParametersReferenceScopeCluster)
 	}
 }

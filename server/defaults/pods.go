@@ -1,6 +1,7 @@
 package defaults
 
 import (
+	"k8s.io/utils/ptr"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,7 +35,7 @@ func pod(p *corev1.Pod) {
 	podLevelResources(p)
 
 	if spec.EnableServiceLinks == nil {
-		spec.EnableServiceLinks = ptr(corev1.DefaultEnableServiceLinks)
+		spec.EnableServiceLinks = ptr.To(corev1.DefaultEnableServiceLinks)
 	}
 	if spec.HostNetwork {
 		hostNetworkPorts(spec.Containers)
@@ -54,15 +55,15 @@ func pod(p *corev1.Pod) {
 	if spec.Priority == nil {
 		switch spec.PriorityClassName {
 		case "":
-			spec.Priority = ptr(int32(0))
+			spec.Priority = ptr.To(int32(0))
 		case systemNodeCritical:
-			spec.Priority = ptr(systemNodeCriticalPriority)
+			spec.Priority = ptr.To(systemNodeCriticalPriority)
 		case systemClusterCritical:
-			spec.Priority = ptr(systemClusterCriticalPriority)
+			spec.Priority = ptr.To(systemClusterCriticalPriority)
 		}
 	}
 	if spec.PreemptionPolicy == nil && spec.Priority != nil {
-		spec.PreemptionPolicy = ptr(corev1.PreemptLowerPriority)
+		spec.PreemptionPolicy = ptr.To(corev1.PreemptLowerPriority)
 	}
 }
 
@@ -87,7 +88,7 @@ func podSpec(spec *corev1.PodSpec) {
 		spec.SecurityContext = &corev1.PodSecurityContext{}
 	}
 	if spec.TerminationGracePeriodSeconds == nil {
-		spec.TerminationGracePeriodSeconds = ptr(int64(corev1.DefaultTerminationGracePeriodSeconds))
+		spec.TerminationGracePeriodSeconds = ptr.To(int64(corev1.DefaultTerminationGracePeriodSeconds))
 	}
 	if spec.SchedulerName == "" {
 		spec.SchedulerName = corev1.DefaultSchedulerName
@@ -194,7 +195,7 @@ func probe(p *corev1.Probe) {
 	httpGetAction(p.HTTPGet)
 	if p.GRPC != nil && p.GRPC.Service == nil {
 		// +default="" on GRPCAction.Service.
-		p.GRPC.Service = ptr("")
+		p.GRPC.Service = ptr.To("")
 	}
 }
 
@@ -226,14 +227,14 @@ func volume(v *corev1.Volume) {
 		hostPath(src.HostPath)
 	}
 	if src.Secret != nil && src.Secret.DefaultMode == nil {
-		src.Secret.DefaultMode = ptr(corev1.SecretVolumeSourceDefaultMode)
+		src.Secret.DefaultMode = ptr.To(corev1.SecretVolumeSourceDefaultMode)
 	}
 	if src.ConfigMap != nil && src.ConfigMap.DefaultMode == nil {
-		src.ConfigMap.DefaultMode = ptr(corev1.ConfigMapVolumeSourceDefaultMode)
+		src.ConfigMap.DefaultMode = ptr.To(corev1.ConfigMapVolumeSourceDefaultMode)
 	}
 	if src.DownwardAPI != nil {
 		if src.DownwardAPI.DefaultMode == nil {
-			src.DownwardAPI.DefaultMode = ptr(corev1.DownwardAPIVolumeSourceDefaultMode)
+			src.DownwardAPI.DefaultMode = ptr.To(corev1.DownwardAPIVolumeSourceDefaultMode)
 		}
 		for i := range src.DownwardAPI.Items {
 			if fr := src.DownwardAPI.Items[i].FieldRef; fr != nil {
@@ -243,7 +244,7 @@ func volume(v *corev1.Volume) {
 	}
 	if src.Projected != nil {
 		if src.Projected.DefaultMode == nil {
-			src.Projected.DefaultMode = ptr(corev1.ProjectedVolumeSourceDefaultMode)
+			src.Projected.DefaultMode = ptr.To(corev1.ProjectedVolumeSourceDefaultMode)
 		}
 		for i := range src.Projected.Sources {
 			s := &src.Projected.Sources[i]
@@ -255,7 +256,7 @@ func volume(v *corev1.Volume) {
 				}
 			}
 			if s.ServiceAccountToken != nil && s.ServiceAccountToken.ExpirationSeconds == nil {
-				s.ServiceAccountToken.ExpirationSeconds = ptr(int64(3600))
+				s.ServiceAccountToken.ExpirationSeconds = ptr.To(int64(3600))
 			}
 		}
 	}
@@ -288,7 +289,7 @@ func volumeSourceEmpty(s *corev1.VolumeSource) bool {
 
 func hostPath(h *corev1.HostPathVolumeSource) {
 	if h.Type == nil {
-		h.Type = ptr(corev1.HostPathUnset)
+		h.Type = ptr.To(corev1.HostPathUnset)
 	}
 }
 
@@ -306,16 +307,16 @@ func rbd(pool, user, keyring *string) {
 
 func azureDisk(a *corev1.AzureDiskVolumeSource) {
 	if a.CachingMode == nil {
-		a.CachingMode = ptr(corev1.AzureDataDiskCachingReadWrite)
+		a.CachingMode = ptr.To(corev1.AzureDataDiskCachingReadWrite)
 	}
 	if a.FSType == nil {
-		a.FSType = ptr("ext4")
+		a.FSType = ptr.To("ext4")
 	}
 	if a.ReadOnly == nil {
-		a.ReadOnly = ptr(false)
+		a.ReadOnly = ptr.To(false)
 	}
 	if a.Kind == nil {
-		a.Kind = ptr(corev1.AzureSharedBlobDisk)
+		a.Kind = ptr.To(corev1.AzureSharedBlobDisk)
 	}
 }
 

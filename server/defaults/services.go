@@ -1,6 +1,7 @@
 package defaults
 
 import (
+	"k8s.io/utils/ptr"
 	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,7 +24,7 @@ func service(s *corev1.Service) {
 		if spec.SessionAffinityConfig == nil || spec.SessionAffinityConfig.ClientIP == nil ||
 			spec.SessionAffinityConfig.ClientIP.TimeoutSeconds == nil {
 			spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{
-				ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr(corev1.DefaultClientIPServiceAffinitySeconds)},
+				ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To(corev1.DefaultClientIPServiceAffinitySeconds)},
 			}
 		}
 	}
@@ -45,17 +46,17 @@ func service(s *corev1.Service) {
 	if spec.InternalTrafficPolicy == nil {
 		switch spec.Type {
 		case corev1.ServiceTypeClusterIP, corev1.ServiceTypeNodePort, corev1.ServiceTypeLoadBalancer:
-			spec.InternalTrafficPolicy = ptr(corev1.ServiceInternalTrafficPolicyCluster)
+			spec.InternalTrafficPolicy = ptr.To(corev1.ServiceInternalTrafficPolicyCluster)
 		}
 	}
 	if spec.Type == corev1.ServiceTypeLoadBalancer {
 		if spec.AllocateLoadBalancerNodePorts == nil {
-			spec.AllocateLoadBalancerNodePorts = ptr(true)
+			spec.AllocateLoadBalancerNodePorts = ptr.To(true)
 		}
 		for i := range s.Status.LoadBalancer.Ingress {
 			ing := &s.Status.LoadBalancer.Ingress[i]
 			if ing.IP != "" && ing.IPMode == nil {
-				ing.IPMode = ptr(corev1.LoadBalancerIPModeVIP)
+				ing.IPMode = ptr.To(corev1.LoadBalancerIPModeVIP)
 			}
 		}
 	}
@@ -103,9 +104,9 @@ func serviceIPFamilies(s *corev1.Service) {
 	headless := spec.ClusterIP == corev1.ClusterIPNone
 	if spec.IPFamilyPolicy == nil {
 		if headless && len(spec.Selector) == 0 {
-			spec.IPFamilyPolicy = ptr(corev1.IPFamilyPolicyRequireDualStack)
+			spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyRequireDualStack)
 		} else {
-			spec.IPFamilyPolicy = ptr(corev1.IPFamilyPolicySingleStack)
+			spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicySingleStack)
 		}
 	}
 	if len(spec.IPFamilies) == 0 {
@@ -143,10 +144,10 @@ func endpointSlice(s *discoveryv1.EndpointSlice) {
 	for i := range s.Ports {
 		p := &s.Ports[i]
 		if p.Name == nil {
-			p.Name = ptr("")
+			p.Name = ptr.To("")
 		}
 		if p.Protocol == nil {
-			p.Protocol = ptr(corev1.ProtocolTCP)
+			p.Protocol = ptr.To(corev1.ProtocolTCP)
 		}
 	}
 }
@@ -169,7 +170,7 @@ func patchAllocatedServiceValues(s, old *corev1.Service) {
 			s.Spec.IPFamilies = append([]corev1.IPFamily(nil), old.Spec.IPFamilies...)
 		}
 		if s.Spec.IPFamilyPolicy == nil && old.Spec.IPFamilyPolicy != nil {
-			s.Spec.IPFamilyPolicy = ptr(*old.Spec.IPFamilyPolicy)
+			s.Spec.IPFamilyPolicy = ptr.To(*old.Spec.IPFamilyPolicy)
 		}
 	}
 	needsNodePort := func(x *corev1.Service) bool {

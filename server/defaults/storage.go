@@ -3,6 +3,7 @@ package defaults
 import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/utils/ptr"
 )
 
 func persistentVolume(pv *corev1.PersistentVolume) {
@@ -13,7 +14,7 @@ func persistentVolume(pv *corev1.PersistentVolume) {
 		pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimRetain
 	}
 	if pv.Spec.VolumeMode == nil {
-		pv.Spec.VolumeMode = ptr(corev1.PersistentVolumeFilesystem)
+		pv.Spec.VolumeMode = ptr.To(corev1.PersistentVolumeFilesystem)
 	}
 	roundResourceList(pv.Spec.Capacity)
 	src := &pv.Spec.PersistentVolumeSource
@@ -45,7 +46,7 @@ func persistentVolumeClaim(pvc *corev1.PersistentVolumeClaim) {
 
 func pvcSpec(spec *corev1.PersistentVolumeClaimSpec) {
 	if spec.VolumeMode == nil {
-		spec.VolumeMode = ptr(corev1.PersistentVolumeFilesystem)
+		spec.VolumeMode = ptr.To(corev1.PersistentVolumeFilesystem)
 	}
 	roundResourceList(spec.Resources.Limits)
 	roundResourceList(spec.Resources.Requests)
@@ -53,31 +54,31 @@ func pvcSpec(spec *corev1.PersistentVolumeClaimSpec) {
 
 func storageClass(sc *storagev1.StorageClass) {
 	if sc.ReclaimPolicy == nil {
-		sc.ReclaimPolicy = ptr(corev1.PersistentVolumeReclaimDelete)
+		sc.ReclaimPolicy = ptr.To(corev1.PersistentVolumeReclaimDelete)
 	}
 	if sc.VolumeBindingMode == nil {
-		sc.VolumeBindingMode = ptr(storagev1.VolumeBindingImmediate)
+		sc.VolumeBindingMode = ptr.To(storagev1.VolumeBindingImmediate)
 	}
 }
 
 func csiDriver(d *storagev1.CSIDriver) {
 	spec := &d.Spec
 	if spec.AttachRequired == nil {
-		spec.AttachRequired = ptr(true)
+		spec.AttachRequired = ptr.To(true)
 	}
 	if spec.PodInfoOnMount == nil {
-		spec.PodInfoOnMount = ptr(false)
+		spec.PodInfoOnMount = ptr.To(false)
 	}
 	if spec.StorageCapacity == nil {
-		spec.StorageCapacity = ptr(false)
+		spec.StorageCapacity = ptr.To(false)
 	}
 	if spec.FSGroupPolicy == nil {
-		spec.FSGroupPolicy = ptr(storagev1.ReadWriteOnceWithFSTypeFSGroupPolicy)
+		spec.FSGroupPolicy = ptr.To(storagev1.ReadWriteOnceWithFSTypeFSGroupPolicy)
 	}
 	if len(spec.VolumeLifecycleModes) == 0 {
 		spec.VolumeLifecycleModes = []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent}
 	}
 	if spec.RequiresRepublish == nil {
-		spec.RequiresRepublish = ptr(false)
+		spec.RequiresRepublish = ptr.To(false)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 )
 
 // replicationController is SetDefaults_ReplicationController: an empty
@@ -23,30 +24,30 @@ func replicationController(rc *corev1.ReplicationController) {
 		podTemplateSpec(rc.Spec.Template)
 	}
 	if rc.Spec.Replicas == nil {
-		rc.Spec.Replicas = ptr(int32(1))
+		rc.Spec.Replicas = ptr.To(int32(1))
 	}
 }
 
 func deployment(d *appsv1.Deployment) {
 	if d.Spec.Replicas == nil {
-		d.Spec.Replicas = ptr(int32(1))
+		d.Spec.Replicas = ptr.To(int32(1))
 	}
 	st := &d.Spec.Strategy
 	if ru := rollingStrategy(&st.Type, appsv1.RollingUpdateDeploymentStrategyType, &st.RollingUpdate); ru != nil {
 		rollingUpdateBudget(&ru.MaxUnavailable, &ru.MaxSurge, intstr.FromString("25%"), intstr.FromString("25%"))
 	}
 	if d.Spec.RevisionHistoryLimit == nil {
-		d.Spec.RevisionHistoryLimit = ptr(int32(10))
+		d.Spec.RevisionHistoryLimit = ptr.To(int32(10))
 	}
 	if d.Spec.ProgressDeadlineSeconds == nil {
-		d.Spec.ProgressDeadlineSeconds = ptr(int32(600))
+		d.Spec.ProgressDeadlineSeconds = ptr.To(int32(600))
 	}
 	podTemplateSpec(&d.Spec.Template)
 }
 
 func replicaSet(rs *appsv1.ReplicaSet) {
 	if rs.Spec.Replicas == nil {
-		rs.Spec.Replicas = ptr(int32(1))
+		rs.Spec.Replicas = ptr.To(int32(1))
 	}
 	podTemplateSpec(&rs.Spec.Template)
 }
@@ -67,7 +68,7 @@ func statefulSet(s *appsv1.StatefulSet) {
 	}
 	if spec.UpdateStrategy.Type == appsv1.RollingUpdateStatefulSetStrategyType &&
 		spec.UpdateStrategy.RollingUpdate != nil && spec.UpdateStrategy.RollingUpdate.Partition == nil {
-		spec.UpdateStrategy.RollingUpdate.Partition = ptr(int32(0))
+		spec.UpdateStrategy.RollingUpdate.Partition = ptr.To(int32(0))
 	}
 	if spec.PersistentVolumeClaimRetentionPolicy == nil {
 		spec.PersistentVolumeClaimRetentionPolicy = &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{}
@@ -79,10 +80,10 @@ func statefulSet(s *appsv1.StatefulSet) {
 		spec.PersistentVolumeClaimRetentionPolicy.WhenScaled = appsv1.RetainPersistentVolumeClaimRetentionPolicyType
 	}
 	if spec.Replicas == nil {
-		spec.Replicas = ptr(int32(1))
+		spec.Replicas = ptr.To(int32(1))
 	}
 	if spec.RevisionHistoryLimit == nil {
-		spec.RevisionHistoryLimit = ptr(int32(10))
+		spec.RevisionHistoryLimit = ptr.To(int32(10))
 	}
 	podTemplateSpec(&spec.Template)
 	// volumeClaimTemplates are full PersistentVolumeClaims, so they get the
@@ -98,7 +99,7 @@ func daemonSet(d *appsv1.DaemonSet) {
 		rollingUpdateBudget(&ru.MaxUnavailable, &ru.MaxSurge, intstr.FromInt32(1), intstr.FromInt32(0))
 	}
 	if d.Spec.RevisionHistoryLimit == nil {
-		d.Spec.RevisionHistoryLimit = ptr(int32(10))
+		d.Spec.RevisionHistoryLimit = ptr.To(int32(10))
 	}
 	podTemplateSpec(&d.Spec.Template)
 }
@@ -124,10 +125,10 @@ func rollingStrategy[T ~string, R any](typ *T, rolling T, params **R) *R {
 // Deployment or DaemonSet rolling update with the kind's defaults.
 func rollingUpdateBudget(maxUnavailable, maxSurge **intstr.IntOrString, defUnavailable, defSurge intstr.IntOrString) {
 	if *maxUnavailable == nil {
-		*maxUnavailable = ptr(defUnavailable)
+		*maxUnavailable = ptr.To(defUnavailable)
 	}
 	if *maxSurge == nil {
-		*maxSurge = ptr(defSurge)
+		*maxSurge = ptr.To(defSurge)
 	}
 }
 
@@ -135,25 +136,25 @@ func job(j *batchv1.Job) {
 	spec := &j.Spec
 	// A non-parallel job may leave both unset; both then become 1.
 	if spec.Completions == nil && spec.Parallelism == nil {
-		spec.Completions = ptr(int32(1))
-		spec.Parallelism = ptr(int32(1))
+		spec.Completions = ptr.To(int32(1))
+		spec.Parallelism = ptr.To(int32(1))
 	}
 	if spec.Parallelism == nil {
-		spec.Parallelism = ptr(int32(1))
+		spec.Parallelism = ptr.To(int32(1))
 	}
 	if spec.BackoffLimit == nil {
 		if spec.BackoffLimitPerIndex != nil {
 			// With a per-index limit the global limit is effectively off.
-			spec.BackoffLimit = ptr(int32(maxInt32))
+			spec.BackoffLimit = ptr.To(int32(maxInt32))
 		} else {
-			spec.BackoffLimit = ptr(int32(6))
+			spec.BackoffLimit = ptr.To(int32(6))
 		}
 	}
 	if spec.CompletionMode == nil {
-		spec.CompletionMode = ptr(batchv1.NonIndexedCompletion)
+		spec.CompletionMode = ptr.To(batchv1.NonIndexedCompletion)
 	}
 	if spec.Suspend == nil {
-		spec.Suspend = ptr(false)
+		spec.Suspend = ptr.To(false)
 	}
 	if spec.PodFailurePolicy != nil {
 		for i := range spec.PodFailurePolicy.Rules {
@@ -168,13 +169,13 @@ func job(j *batchv1.Job) {
 	if spec.PodReplacementPolicy == nil {
 		// Pod failure policies need terminal pods to be judged, hence Failed.
 		if spec.PodFailurePolicy != nil {
-			spec.PodReplacementPolicy = ptr(batchv1.Failed)
+			spec.PodReplacementPolicy = ptr.To(batchv1.Failed)
 		} else {
-			spec.PodReplacementPolicy = ptr(batchv1.TerminatingOrFailed)
+			spec.PodReplacementPolicy = ptr.To(batchv1.TerminatingOrFailed)
 		}
 	}
 	if spec.ManualSelector == nil {
-		spec.ManualSelector = ptr(false)
+		spec.ManualSelector = ptr.To(false)
 	}
 	podTemplateSpec(&spec.Template)
 	// Registry step (upstream job strategy PrepareForCreate): generate the
@@ -201,7 +202,7 @@ func job(j *batchv1.Job) {
 // validation to reject as a selector/template mismatch.
 func GenerateJobSelector(j *batchv1.Job) {
 	if j.Spec.ManualSelector == nil {
-		j.Spec.ManualSelector = ptr(false)
+		j.Spec.ManualSelector = ptr.To(false)
 	}
 	if *j.Spec.ManualSelector || j.UID == "" {
 		return
@@ -231,13 +232,13 @@ func cronJob(c *batchv1.CronJob) {
 		spec.ConcurrencyPolicy = batchv1.AllowConcurrent
 	}
 	if spec.Suspend == nil {
-		spec.Suspend = ptr(false)
+		spec.Suspend = ptr.To(false)
 	}
 	if spec.SuccessfulJobsHistoryLimit == nil {
-		spec.SuccessfulJobsHistoryLimit = ptr(int32(3))
+		spec.SuccessfulJobsHistoryLimit = ptr.To(int32(3))
 	}
 	if spec.FailedJobsHistoryLimit == nil {
-		spec.FailedJobsHistoryLimit = ptr(int32(1))
+		spec.FailedJobsHistoryLimit = ptr.To(int32(1))
 	}
 	// Upstream's generated CronJob defaulter only reaches the embedded pod
 	// template; the job template's JobSpec fields (backoffLimit, ...) are

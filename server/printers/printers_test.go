@@ -1,6 +1,7 @@
 package printers
 
 import (
+	"k8s.io/utils/ptr"
 	"reflect"
 	"testing"
 	"time"
@@ -32,8 +33,6 @@ var now = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 func ago(d time.Duration) metav1.Time { return metav1.NewTime(now.Add(-d)) }
 
 func agoPtr(d time.Duration) *metav1.Time { t := ago(d); return &t }
-
-func ptr[T any](v T) *T { return &v }
 
 func objMeta(name string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: name, Namespace: "default", CreationTimestamp: ago(5 * time.Minute)}
@@ -152,7 +151,7 @@ func deleting(p *corev1.Pod) *corev1.Pod {
 func sidecar(p *corev1.Pod, name string) *corev1.Pod {
 	for i := range p.Spec.InitContainers {
 		if p.Spec.InitContainers[i].Name == name {
-			p.Spec.InitContainers[i].RestartPolicy = ptr(corev1.ContainerRestartPolicyAlways)
+			p.Spec.InitContainers[i].RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
 		}
 	}
 	return p
@@ -178,7 +177,7 @@ func TestPodReadyStatusRestarts(t *testing.T) {
 	flakyInit.LastTerminationState.Terminated.FinishedAt = ago(time.Minute)
 
 	sidecarStatus := status("proxy", running(), true)
-	sidecarStatus.Started = ptr(true)
+	sidecarStatus.Started = ptr.To(true)
 	sidecarStatus.RestartCount = 1
 	sidecarStatus.LastTerminationState = terminated("Error", 1, 0)
 	sidecarStatus.LastTerminationState.Terminated.FinishedAt = ago(30 * time.Second)
@@ -505,7 +504,7 @@ func TestWorkloadCells(t *testing.T) {
 	}{
 		{"deployment", &appsv1.Deployment{
 			ObjectMeta: objMeta("web"),
-			Spec:       appsv1.DeploymentSpec{Replicas: ptr(int32(3)), Selector: appSelector(), Template: podSpec("app", "sidecar")},
+			Spec:       appsv1.DeploymentSpec{Replicas: ptr.To(int32(3)), Selector: appSelector(), Template: podSpec("app", "sidecar")},
 			Status:     appsv1.DeploymentStatus{ReadyReplicas: 2, UpdatedReplicas: 3, AvailableReplicas: 2},
 		}, []interface{}{"web", "2/3", int64(3), int64(2), "5m", "app,sidecar", "example.com/app:1,example.com/sidecar:1", "app=web"}},
 		// Deployments print an empty selector as "", the others as <none>.
@@ -513,14 +512,14 @@ func TestWorkloadCells(t *testing.T) {
 			[]interface{}{"bare", "0/0", int64(0), int64(0), "5m", "", "", ""}},
 		{"replicaset", &appsv1.ReplicaSet{
 			ObjectMeta: objMeta("web-abc"),
-			Spec:       appsv1.ReplicaSetSpec{Replicas: ptr(int32(2)), Selector: appSelector(), Template: podSpec("app")},
+			Spec:       appsv1.ReplicaSetSpec{Replicas: ptr.To(int32(2)), Selector: appSelector(), Template: podSpec("app")},
 			Status:     appsv1.ReplicaSetStatus{Replicas: 2, ReadyReplicas: 1},
 		}, []interface{}{"web-abc", int64(2), int64(2), int64(1), "5m", "app", "example.com/app:1", "app=web"}},
 		{"replicaset without selector", &appsv1.ReplicaSet{ObjectMeta: objMeta("rs")},
 			[]interface{}{"rs", int64(0), int64(0), int64(0), "5m", "", "", "<none>"}},
 		{"statefulset", &appsv1.StatefulSet{
 			ObjectMeta: objMeta("db"),
-			Spec:       appsv1.StatefulSetSpec{Replicas: ptr(int32(3)), Template: podSpec("pg")},
+			Spec:       appsv1.StatefulSetSpec{Replicas: ptr.To(int32(3)), Template: podSpec("pg")},
 			Status:     appsv1.StatefulSetStatus{ReadyReplicas: 1},
 		}, []interface{}{"db", "1/3", "5m", "pg", "example.com/pg:1"}},
 		{"daemonset", &appsv1.DaemonSet{
@@ -536,7 +535,7 @@ func TestWorkloadCells(t *testing.T) {
 			[]interface{}{"ds", int64(0), int64(0), int64(0), int64(0), int64(0), "<none>", "5m", "", "", "<none>"}},
 		{"replicationcontroller", &corev1.ReplicationController{
 			ObjectMeta: objMeta("rc"),
-			Spec:       corev1.ReplicationControllerSpec{Replicas: ptr(int32(2)), Selector: map[string]string{"app": "web"}, Template: ptr(podSpec("app"))},
+			Spec:       corev1.ReplicationControllerSpec{Replicas: ptr.To(int32(2)), Selector: map[string]string{"app": "web"}, Template: ptr.To(podSpec("app"))},
 			Status:     corev1.ReplicationControllerStatus{Replicas: 2, ReadyReplicas: 2},
 		}, []interface{}{"rc", int64(2), int64(2), int64(2), "5m", "app", "example.com/app:1", "app=web"}},
 		{"replicationcontroller without template", &corev1.ReplicationController{ObjectMeta: objMeta("rc")},
@@ -544,7 +543,7 @@ func TestWorkloadCells(t *testing.T) {
 		{"controllerrevision owned by statefulset", &appsv1.ControllerRevision{
 			ObjectMeta: func() metav1.ObjectMeta {
 				m := objMeta("db-7d9f")
-				m.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", Controller: ptr(true)}}
+				m.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", Controller: ptr.To(true)}}
 				return m
 			}(),
 			Revision: 4,
@@ -561,7 +560,7 @@ func TestWorkloadCells(t *testing.T) {
 
 func TestControllerRevisionBadOwnerAPIVersion(t *testing.T) {
 	cr := &appsv1.ControllerRevision{ObjectMeta: objMeta("bad")}
-	cr.OwnerReferences = []metav1.OwnerReference{{APIVersion: "a/b/c", Kind: "X", Name: "x", Controller: ptr(true)}}
+	cr.OwnerReferences = []metav1.OwnerReference{{APIVersion: "a/b/c", Kind: "X", Name: "x", Controller: ptr.To(true)}}
 	if _, err := TableFor(cr, now); err == nil {
 		t.Fatal("expected an error for an unparsable owner apiVersion, as upstream")
 	}
@@ -571,7 +570,7 @@ func TestJobCells(t *testing.T) {
 	job := func(mut func(*batchv1.Job)) *batchv1.Job {
 		j := &batchv1.Job{
 			ObjectMeta: objMeta("pi"),
-			Spec:       batchv1.JobSpec{Completions: ptr(int32(1)), Selector: appSelector(), Template: podSpec("pi")},
+			Spec:       batchv1.JobSpec{Completions: ptr.To(int32(1)), Selector: appSelector(), Template: podSpec("pi")},
 		}
 		mut(j)
 		return j
@@ -614,12 +613,12 @@ func TestJobCells(t *testing.T) {
 		}), "Running", "0/1", ""},
 		{"work queue with parallelism", job(func(j *batchv1.Job) {
 			j.Spec.Completions = nil
-			j.Spec.Parallelism = ptr(int32(4))
+			j.Spec.Parallelism = ptr.To(int32(4))
 			j.Status.Succeeded = 2
 		}), "Running", "2/1 of 4", ""},
 		{"work queue without parallelism", job(func(j *batchv1.Job) { j.Spec.Completions = nil }), "Running", "0/1", ""},
 		{"indexed completions", job(func(j *batchv1.Job) {
-			j.Spec.Completions = ptr(int32(5))
+			j.Spec.Completions = ptr.To(int32(5))
 			j.Status.Succeeded = 3
 		}), "Running", "3/5", ""},
 	}
@@ -637,8 +636,8 @@ func TestCronJobCells(t *testing.T) {
 		ObjectMeta: objMeta("nightly"),
 		Spec: batchv1.CronJobSpec{
 			Schedule: "0 3 * * *",
-			TimeZone: ptr("Europe/Paris"),
-			Suspend:  ptr(false),
+			TimeZone: ptr.To("Europe/Paris"),
+			Suspend:  ptr.To(false),
 			JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{
 				Selector: appSelector(),
 				Template: podSpec("backup"),
@@ -658,7 +657,7 @@ func TestCronJobCells(t *testing.T) {
 		"bare", "@hourly", "<none>", "<unset>", int64(0), "<none>", "5m", "", "", "<none>",
 	})
 
-	bare.Spec.Suspend = ptr(true)
+	bare.Spec.Suspend = ptr.To(true)
 	assertColumn(t, cellByColumn(t, bare), "Suspend", "True")
 }
 
@@ -753,7 +752,7 @@ func TestEndpointSliceCells(t *testing.T) {
 	es := &discoveryv1.EndpointSlice{
 		ObjectMeta:  objMeta("web-x7k"),
 		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Port: ptr(int32(80))}, {Name: ptr("metrics")}, {}, {Port: ptr(int32(443))}},
+		Ports:       []discoveryv1.EndpointPort{{Port: ptr.To(int32(80))}, {Name: ptr.To("metrics")}, {}, {Port: ptr.To(int32(443))}},
 		Endpoints: []discoveryv1.Endpoint{
 			{Addresses: []string{"10.0.0.1"}},
 			{Addresses: []string{"10.0.0.2", "10.0.0.3"}},
@@ -769,7 +768,7 @@ func TestIngressCells(t *testing.T) {
 	ing := &networkingv1.Ingress{
 		ObjectMeta: objMeta("web"),
 		Spec: networkingv1.IngressSpec{
-			IngressClassName: ptr("nginx"),
+			IngressClassName: ptr.To("nginx"),
 			Rules:            []networkingv1.IngressRule{{Host: "a.example.com"}, {}, {Host: "b.example.com"}, {Host: "c.example.com"}, {Host: "d.example.com"}},
 			TLS:              []networkingv1.IngressTLS{{Hosts: []string{"a.example.com"}}},
 		},
@@ -788,7 +787,7 @@ func TestIngressCells(t *testing.T) {
 		ObjectMeta: objMeta("nginx"),
 		Spec: networkingv1.IngressClassSpec{
 			Controller: "k8s.io/ingress-nginx",
-			Parameters: &networkingv1.IngressClassParametersReference{APIGroup: ptr("k8s.example.com"), Kind: "IngressParameters", Name: "external-lb"},
+			Parameters: &networkingv1.IngressClassParametersReference{APIGroup: ptr.To("k8s.example.com"), Kind: "IngressParameters", Name: "external-lb"},
 		},
 	}
 	assertCells(t, cellsOf(t, ic), []interface{}{"nginx", "k8s.io/ingress-nginx", "IngressParameters.k8s.example.com/external-lb", "5m"})
@@ -946,7 +945,7 @@ func TestConfigCells(t *testing.T) {
 			[]interface{}{"cfg", int64(2), "5m"}},
 		{"serviceaccount", &corev1.ServiceAccount{ObjectMeta: objMeta("default"), Secrets: []corev1.ObjectReference{{Name: "tok"}}},
 			[]interface{}{"default", int64(1), "5m"}},
-		{"lease", &coordinationv1.Lease{ObjectMeta: objMeta("kube-scheduler"), Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr("n1_abc")}},
+		{"lease", &coordinationv1.Lease{ObjectMeta: objMeta("kube-scheduler"), Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("n1_abc")}},
 			[]interface{}{"kube-scheduler", "n1_abc", "5m"}},
 		{"lease without holder", &coordinationv1.Lease{ObjectMeta: objMeta("free")},
 			[]interface{}{"free", "", "5m"}},
@@ -969,14 +968,14 @@ func TestConfigCells(t *testing.T) {
 		}, []interface{}{"quota", "pods: 3/10, requests.cpu: 500m/4, requests.memory: 0/4Gi", "limits.cpu: 0/8, limits.memory: 1Gi/8Gi", "5m"}},
 		{"pdb min available", &policyv1.PodDisruptionBudget{
 			ObjectMeta: objMeta("web"),
-			Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr(intstr.FromInt32(2))},
+			Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(2))},
 			Status:     policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: 1},
 		}, []interface{}{"web", "2", "N/A", int64(1), "5m"}},
 		{"pdb max unavailable", &policyv1.PodDisruptionBudget{
 			ObjectMeta: objMeta("web"),
-			Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr(intstr.FromString("25%"))},
+			Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromString("25%"))},
 		}, []interface{}{"web", "N/A", "25%", int64(0), "5m"}},
-		{"priorityclass", &schedulingv1.PriorityClass{ObjectMeta: objMeta("high"), Value: 1000, GlobalDefault: true, PreemptionPolicy: ptr(corev1.PreemptNever)},
+		{"priorityclass", &schedulingv1.PriorityClass{ObjectMeta: objMeta("high"), Value: 1000, GlobalDefault: true, PreemptionPolicy: ptr.To(corev1.PreemptNever)},
 			[]interface{}{"high", int64(1000), true, "5m", "Never"}},
 		{"runtimeclass", &nodev1.RuntimeClass{ObjectMeta: objMeta("gvisor"), Handler: "runsc"},
 			[]interface{}{"gvisor", "runsc", "5m"}},
@@ -1020,7 +1019,7 @@ func TestStorageCells(t *testing.T) {
 
 	pv.DeletionTimestamp = agoPtr(time.Second)
 	pv.Annotations = map[string]string{corev1.BetaStorageClassAnnotation: "legacy"}
-	pv.Spec.VolumeAttributesClassName = ptr("gold")
+	pv.Spec.VolumeAttributesClassName = ptr.To("gold")
 	c := cellByColumn(t, pv)
 	assertColumn(t, c, "Status", "Terminating")
 	assertColumn(t, c, "StorageClass", "legacy")
@@ -1029,7 +1028,7 @@ func TestStorageCells(t *testing.T) {
 	pending := &corev1.PersistentVolumeClaim{
 		ObjectMeta: objMeta("data"),
 		Spec: corev1.PersistentVolumeClaimSpec{
-			StorageClassName: ptr("fast"),
+			StorageClassName: ptr.To("fast"),
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("5Gi")}},
 		},
 		Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimPending},
@@ -1056,7 +1055,7 @@ func TestStorageCells(t *testing.T) {
 
 	wait := storagev1.VolumeBindingWaitForFirstConsumer
 	retain := corev1.PersistentVolumeReclaimRetain
-	sc2 := &storagev1.StorageClass{ObjectMeta: objMeta("slow"), Provisioner: "csi.example.com", ReclaimPolicy: &retain, VolumeBindingMode: &wait, AllowVolumeExpansion: ptr(true)}
+	sc2 := &storagev1.StorageClass{ObjectMeta: objMeta("slow"), Provisioner: "csi.example.com", ReclaimPolicy: &retain, VolumeBindingMode: &wait, AllowVolumeExpansion: ptr.To(true)}
 	assertCells(t, cellsOf(t, sc2), []interface{}{"slow", "csi.example.com", "Retain", "WaitForFirstConsumer", true, "5m"})
 }
 
@@ -1077,26 +1076,26 @@ func TestRBACCells(t *testing.T) {
 
 func TestHPACells(t *testing.T) {
 	cpu := autoscalingv2.MetricSpec{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{
-		Name: corev1.ResourceCPU, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr(int32(80))},
+		Name: corev1.ResourceCPU, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To(int32(80))},
 	}}
 	mem := autoscalingv2.MetricSpec{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{
-		Name: corev1.ResourceMemory, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: ptr(resource.MustParse("512Mi"))},
+		Name: corev1.ResourceMemory, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: ptr.To(resource.MustParse("512Mi"))},
 	}}
 	pods := autoscalingv2.MetricSpec{Type: autoscalingv2.PodsMetricSourceType, Pods: &autoscalingv2.PodsMetricSource{
-		Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: ptr(resource.MustParse("100"))},
+		Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: ptr.To(resource.MustParse("100"))},
 	}}
 	hpa := &autoscalingv2.HorizontalPodAutoscaler{
 		ObjectMeta: objMeta("web"),
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
 			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{Kind: "Deployment", Name: "web", APIVersion: "apps/v1"},
-			MinReplicas:    ptr(int32(2)),
+			MinReplicas:    ptr.To(int32(2)),
 			MaxReplicas:    10,
 			Metrics:        []autoscalingv2.MetricSpec{cpu, mem},
 		},
 		Status: autoscalingv2.HorizontalPodAutoscalerStatus{
 			CurrentReplicas: 3,
 			CurrentMetrics: []autoscalingv2.MetricStatus{{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricStatus{
-				Name: corev1.ResourceCPU, Current: autoscalingv2.MetricValueStatus{AverageUtilization: ptr(int32(45))},
+				Name: corev1.ResourceCPU, Current: autoscalingv2.MetricValueStatus{AverageUtilization: ptr.To(int32(45))},
 			}}},
 		},
 	}
@@ -1134,7 +1133,7 @@ func TestAgeFormatting(t *testing.T) {
 
 func TestListMetadataAndRows(t *testing.T) {
 	list := &corev1.PodList{
-		ListMeta: metav1.ListMeta{ResourceVersion: "42", Continue: "token", RemainingItemCount: ptr(int64(7))},
+		ListMeta: metav1.ListMeta{ResourceVersion: "42", Continue: "token", RemainingItemCount: ptr.To(int64(7))},
 		Items: []corev1.Pod{
 			*withStatuses(newPod(corev1.PodRunning, []string{"app"}), status("app", running(), true)),
 			*newPod(corev1.PodPending, []string{"app"}),

@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"k8s.io/utils/ptr"
 	"strings"
 	"testing"
 
@@ -19,11 +20,11 @@ func TestJobCreate(t *testing.T) {
 		{"valid job with generated selector", func(j *batchv1.Job) {}, nil},
 		{"restartPolicy Always is rejected", func(j *batchv1.Job) { j.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyAlways },
 			[]want{{field.ErrorTypeRequired, "spec.template.spec.restartPolicy", `valid values: "OnFailure", "Never"`}}},
-		{"negative parallelism", func(j *batchv1.Job) { j.Spec.Parallelism = ptr(int32(-1)) },
+		{"negative parallelism", func(j *batchv1.Job) { j.Spec.Parallelism = ptr.To(int32(-1)) },
 			[]want{{field.ErrorTypeInvalid, "spec.parallelism", ""}}},
-		{"negative completions", func(j *batchv1.Job) { j.Spec.Completions = ptr(int32(-1)) },
+		{"negative completions", func(j *batchv1.Job) { j.Spec.Completions = ptr.To(int32(-1)) },
 			[]want{{field.ErrorTypeInvalid, "spec.completions", ""}}},
-		{"negative backoffLimit", func(j *batchv1.Job) { j.Spec.BackoffLimit = ptr(int32(-1)) },
+		{"negative backoffLimit", func(j *batchv1.Job) { j.Spec.BackoffLimit = ptr.To(int32(-1)) },
 			[]want{{field.ErrorTypeInvalid, "spec.backoffLimit", ""}}},
 		{"selector required", func(j *batchv1.Job) { j.Spec.Selector = nil },
 			[]want{{field.ErrorTypeRequired, "spec.selector", ""}}},
@@ -31,14 +32,14 @@ func TestJobCreate(t *testing.T) {
 			j.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"x": "y"}}
 		}, []want{{field.ErrorTypeInvalid, "spec.template.metadata.labels", "does not match"}}},
 		{"indexed needs completions", func(j *batchv1.Job) {
-			j.Spec.CompletionMode = ptr(batchv1.IndexedCompletion)
+			j.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
 			j.Spec.Completions = nil
 		}, []want{{field.ErrorTypeRequired, "spec.completions", "when completion mode is Indexed"}}},
-		{"completion mode value", func(j *batchv1.Job) { j.Spec.CompletionMode = ptr(batchv1.CompletionMode("Sometimes")) },
+		{"completion mode value", func(j *batchv1.Job) { j.Spec.CompletionMode = ptr.To(batchv1.CompletionMode("Sometimes")) },
 			[]want{{field.ErrorTypeNotSupported, "spec.completionMode", ""}}},
 		{"pod failure policy needs Never", func(j *batchv1.Job) {
 			j.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
-			j.Spec.PodReplacementPolicy = ptr(batchv1.Failed)
+			j.Spec.PodReplacementPolicy = ptr.To(batchv1.Failed)
 			j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
 				Action: batchv1.PodFailurePolicyActionFailJob,
 				OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
@@ -60,8 +61,8 @@ func TestJobUpdate(t *testing.T) {
 	old.ResourceVersion = "1"
 
 	ok := old.DeepCopy()
-	ok.Spec.Parallelism = ptr(int32(3))
-	ok.Spec.ActiveDeadlineSeconds = ptr(int64(600))
+	ok.Spec.Parallelism = ptr.To(int32(3))
+	ok.Spec.ActiveDeadlineSeconds = ptr.To(int64(600))
 	expectErrors(t, ValidateUpdate(ok, old), nil)
 
 	tmpl := old.DeepCopy()
@@ -74,12 +75,12 @@ func TestJobUpdate(t *testing.T) {
 	expectErrors(t, ValidateUpdate(sel, old), []want{{field.ErrorTypeInvalid, "spec.selector", "field is immutable"}})
 
 	comp := old.DeepCopy()
-	comp.Spec.Completions = ptr(int32(5))
+	comp.Spec.Completions = ptr.To(int32(5))
 	expectErrors(t, ValidateUpdate(comp, old), []want{{field.ErrorTypeInvalid, "spec.completions", "field is immutable"}})
 
 	// A suspended Job that never ran may be re-targeted.
 	suspended := old.DeepCopy()
-	suspended.Spec.Suspend = ptr(true)
+	suspended.Spec.Suspend = ptr.To(true)
 	retarget := suspended.DeepCopy()
 	retarget.Spec.Template.Spec.NodeSelector = map[string]string{"pool": "batch"}
 	expectErrors(t, ValidateUpdate(retarget, suspended), nil)
@@ -109,7 +110,7 @@ func TestCronJob(t *testing.T) {
 		{"valid", func(c *batchv1.CronJob) {}, nil},
 		{"descriptor", func(c *batchv1.CronJob) { c.Spec.Schedule = "@hourly" }, nil},
 		{"steps, ranges and names", func(c *batchv1.CronJob) { c.Spec.Schedule = "*/15 9-17 * JAN-MAR mon-fri" }, nil},
-		{"time zone field", func(c *batchv1.CronJob) { c.Spec.TimeZone = ptr("Europe/Berlin") }, nil},
+		{"time zone field", func(c *batchv1.CronJob) { c.Spec.TimeZone = ptr.To("Europe/Berlin") }, nil},
 		{"schedule required", func(c *batchv1.CronJob) { c.Spec.Schedule = "" },
 			[]want{{field.ErrorTypeRequired, "spec.schedule", ""}}},
 		{"four fields", func(c *batchv1.CronJob) { c.Spec.Schedule = "* * * *" },
@@ -120,7 +121,7 @@ func TestCronJob(t *testing.T) {
 			[]want{{field.ErrorTypeInvalid, "spec.schedule", ""}}},
 		{"TZ in schedule", func(c *batchv1.CronJob) { c.Spec.Schedule = "TZ=UTC 0 3 * * *" },
 			[]want{{field.ErrorTypeInvalid, "spec.schedule", "cannot use TZ or CRON_TZ in schedule, use timeZone field instead"}}},
-		{"unknown time zone", func(c *batchv1.CronJob) { c.Spec.TimeZone = ptr("Mars/Olympus") },
+		{"unknown time zone", func(c *batchv1.CronJob) { c.Spec.TimeZone = ptr.To("Mars/Olympus") },
 			[]want{{field.ErrorTypeInvalid, "spec.timeZone", ""}}},
 		{"concurrency policy", func(c *batchv1.CronJob) { c.Spec.ConcurrencyPolicy = "Sometimes" },
 			[]want{{field.ErrorTypeNotSupported, "spec.concurrencyPolicy", ""}}},
@@ -132,7 +133,7 @@ func TestCronJob(t *testing.T) {
 		}, []want{{field.ErrorTypeInvalid, "spec.jobTemplate.spec.selector", "`selector` will be auto-generated"}}},
 		{"name length", func(c *batchv1.CronJob) { c.Name = "a-very-long-cronjob-name-that-exceeds-the-fifty-two-limit" },
 			[]want{{field.ErrorTypeInvalid, "metadata.name", "must be no more than 52 characters"}}},
-		{"negative history limit", func(c *batchv1.CronJob) { c.Spec.SuccessfulJobsHistoryLimit = ptr(int32(-1)) },
+		{"negative history limit", func(c *batchv1.CronJob) { c.Spec.SuccessfulJobsHistoryLimit = ptr.To(int32(-1)) },
 			[]want{{field.ErrorTypeInvalid, "spec.successfulJobsHistoryLimit", ""}}},
 	}
 	for _, tc := range tests {
@@ -147,7 +148,7 @@ func TestCronJob(t *testing.T) {
 		old := stored(defaulted(cronJob()))
 		old.Spec.Schedule = "CRON_TZ=UTC 0 3 * * *"
 		upd := old.DeepCopy()
-		upd.Spec.Suspend = ptr(true)
+		upd.Spec.Suspend = ptr.To(true)
 		expectErrors(t, ValidateUpdate(upd, old), nil)
 	})
 }

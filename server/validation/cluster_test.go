@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"k8s.io/utils/ptr"
 	"testing"
 	"time"
 
@@ -89,9 +90,9 @@ func TestLimitRangeAndQuota(t *testing.T) {
 
 func TestLease(t *testing.T) {
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "kube-scheduler"}, Spec: coordinationv1.LeaseSpec{
-		HolderIdentity: ptr("node-1"), LeaseDurationSeconds: ptr(int32(15))}}
+		HolderIdentity: ptr.To("node-1"), LeaseDurationSeconds: ptr.To(int32(15))}}
 	expectErrors(t, Validate(l), nil)
-	l.Spec.LeaseDurationSeconds = ptr(int32(0))
+	l.Spec.LeaseDurationSeconds = ptr.To(int32(0))
 	expectErrors(t, Validate(l), []want{{field.ErrorTypeInvalid, "spec.leaseDurationSeconds", "must be greater than 0"}})
 }
 

@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"k8s.io/utils/ptr"
 	"strings"
 	"testing"
 
@@ -26,12 +27,12 @@ func TestConfigMap(t *testing.T) {
 	expectErrors(t, Validate(big), []want{{field.ErrorTypeTooLong, "[]", "1048576"}})
 
 	old := stored(cm.DeepCopy())
-	old.Immutable = ptr(true)
+	old.Immutable = ptr.To(true)
 	changed := old.DeepCopy()
 	changed.Data["app.properties"] = "a=c"
 	expectErrors(t, ValidateUpdate(changed, old), []want{{field.ErrorTypeForbidden, "data", "field is immutable when `immutable` is set"}})
 	unfrozen := old.DeepCopy()
-	unfrozen.Immutable = ptr(false)
+	unfrozen.Immutable = ptr.To(false)
 	expectErrors(t, ValidateUpdate(unfrozen, old), []want{{field.ErrorTypeForbidden, "immutable", ""}})
 	relabeled := old.DeepCopy()
 	relabeled.Labels = map[string]string{"a": "b"}
@@ -64,7 +65,7 @@ func TestSecret(t *testing.T) {
 	retyped.Type = corev1.SecretTypeBasicAuth
 	expectErrors(t, ValidateUpdate(retyped, old), []want{{field.ErrorTypeInvalid, "type", "field is immutable"}})
 
-	old.Immutable = ptr(true)
+	old.Immutable = ptr.To(true)
 	changed := old.DeepCopy()
 	changed.Data["password"] = []byte("x")
 	expectErrors(t, ValidateUpdate(changed, old), []want{{field.ErrorTypeForbidden, "data", "field is immutable when `immutable` is set"}})

@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"k8s.io/utils/ptr"
 	"strings"
 	"testing"
 
@@ -15,8 +16,6 @@ import (
 
 	"github.com/kelp-project/kelp/server/defaults"
 )
-
-func ptr[T any](v T) *T { return &v }
 
 // want names one expected error: its type, its exact field path, and
 // optionally a substring of its detail.
@@ -70,12 +69,12 @@ func seedDeployment() *appsv1.Deployment {
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "container-lab", Namespace: "default"},
 		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr(int32(3)),
+			Replicas: ptr.To(int32(3)),
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "container-lab"}},
 			Strategy: appsv1.DeploymentStrategy{
 				Type: appsv1.RollingUpdateDeploymentStrategyType,
 				RollingUpdate: &appsv1.RollingUpdateDeployment{
-					MaxSurge: ptr(intstr.FromInt32(1)), MaxUnavailable: ptr(intstr.FromInt32(0)),
+					MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
 				},
 			},
 			Template: corev1.PodTemplateSpec{
@@ -88,7 +87,7 @@ func seedDeployment() *appsv1.Deployment {
 
 func seedPodSpec() corev1.PodSpec {
 	return corev1.PodSpec{
-		TerminationGracePeriodSeconds: ptr(int64(30)),
+		TerminationGracePeriodSeconds: ptr.To(int64(30)),
 		Containers: []corev1.Container{{
 			Name:  "app",
 			Image: "username/container-lab:v2",

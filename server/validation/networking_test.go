@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"k8s.io/utils/ptr"
 	"testing"
 
 	networkingv1 "k8s.io/api/networking/v1"
@@ -15,13 +16,13 @@ func TestNetworkPolicy(t *testing.T) {
 		PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
 		Ingress: []networkingv1.NetworkPolicyIngressRule{{
 			From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}},
-			Ports: []networkingv1.NetworkPolicyPort{{Port: ptr(intstr.FromInt32(5432))}},
+			Ports: []networkingv1.NetworkPolicyPort{{Port: ptr.To(intstr.FromInt32(5432))}},
 		}},
 	}})
 	expectErrors(t, Validate(np), nil)
 
 	bad := np.DeepCopy()
-	bad.Spec.Ingress[0].Ports[0].Port = ptr(intstr.FromInt32(70000))
+	bad.Spec.Ingress[0].Ports[0].Port = ptr.To(intstr.FromInt32(70000))
 	bad.Spec.Ingress[0].From = append(bad.Spec.Ingress[0].From, networkingv1.NetworkPolicyPeer{},
 		networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/16", Except: []string{"192.168.0.0/24"}}})
 	bad.Spec.PolicyTypes = []networkingv1.PolicyType{"Sideways"}
@@ -73,12 +74,12 @@ func TestIngress(t *testing.T) {
 
 func TestPodDisruptionBudget(t *testing.T) {
 	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "lab"}, Spec: policyv1.PodDisruptionBudgetSpec{
-		MinAvailable: ptr(intstr.FromInt32(2)),
+		MinAvailable: ptr.To(intstr.FromInt32(2)),
 		Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app": "container-lab"}},
 	}}
 	expectErrors(t, Validate(pdb), nil)
 	both := pdb.DeepCopy()
-	both.Spec.MaxUnavailable = ptr(intstr.FromString("200%"))
+	both.Spec.MaxUnavailable = ptr.To(intstr.FromString("200%"))
 	expectErrors(t, Validate(both), []want{
 		{field.ErrorTypeInvalid, "spec", "minAvailable and maxUnavailable cannot be both set"},
 		{field.ErrorTypeInvalid, "spec.maxUnavailable", "must not be greater than 100%"},

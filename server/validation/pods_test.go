@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"k8s.io/utils/ptr"
 	"strings"
 	"testing"
 
@@ -93,7 +94,7 @@ func TestPodCreate(t *testing.T) {
 		{"volume with no source", func(p *corev1.Pod) { p.Spec.Volumes = []corev1.Volume{{Name: "data"}} },
 			[]want{{field.ErrorTypeRequired, "spec.volumes[0]", "must specify a volume type"}}},
 		{"secret volume needs a name", func(p *corev1.Pod) {
-			p.Spec.Volumes = []corev1.Volume{{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{DefaultMode: ptr(int32(0o1000))}}}}
+			p.Spec.Volumes = []corev1.Volume{{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{DefaultMode: ptr.To(int32(0o1000))}}}}
 		}, []want{
 			{field.ErrorTypeRequired, "spec.volumes[0].secret.secretName", ""},
 			{field.ErrorTypeInvalid, "spec.volumes[0].secret.defaultMode", "0777"},
@@ -139,9 +140,9 @@ func TestPodCreate(t *testing.T) {
 				SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}},
 			}}}
 		}, []want{{field.ErrorTypeRequired, "spec.containers[0].env[0].valueFrom.secretKeyRef.key", ""}}},
-		{"negative grace period", func(p *corev1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr(int64(-5)) },
+		{"negative grace period", func(p *corev1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr.To(int64(-5)) },
 			[]want{{field.ErrorTypeInvalid, "spec.terminationGracePeriodSeconds", "must be greater than or equal to 0"}}},
-		{"activeDeadlineSeconds positive", func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr(int64(0)) },
+		{"activeDeadlineSeconds positive", func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr.To(int64(0)) },
 			[]want{{field.ErrorTypeInvalid, "spec.activeDeadlineSeconds", ""}}},
 		{"nodeSelector labels", func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"bad key!": "x"} },
 			[]want{{field.ErrorTypeInvalid, "spec.nodeSelector", ""}}},
@@ -158,7 +159,7 @@ func TestPodCreate(t *testing.T) {
 			p.Spec.Tolerations = []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists, Value: "v"}}
 		}, []want{{field.ErrorTypeInvalid, "spec.tolerations[0].operator", "value must be empty"}}},
 		{"tolerationSeconds needs NoExecute", func(p *corev1.Pod) {
-			p.Spec.Tolerations = []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule, TolerationSeconds: ptr(int64(5))}}
+			p.Spec.Tolerations = []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule, TolerationSeconds: ptr.To(int64(5))}}
 		}, []want{{field.ErrorTypeInvalid, "spec.tolerations[0].effect", "NoExecute"}}},
 		{"node affinity requirement", func(p *corev1.Pod) {
 			p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
@@ -203,7 +204,7 @@ func TestPodCreate(t *testing.T) {
 		}, []want{{field.ErrorTypeInvalid, "spec.containers[0].ports[0].hostPort", "must match `containerPort`"}}},
 		{"hostname is a DNS label", func(p *corev1.Pod) { p.Spec.Hostname = "a.b" },
 			[]want{{field.ErrorTypeInvalid, "spec.hostname", ""}}},
-		{"runAsUser range", func(p *corev1.Pod) { p.Spec.SecurityContext.RunAsUser = ptr(int64(-1)) },
+		{"runAsUser range", func(p *corev1.Pod) { p.Spec.SecurityContext.RunAsUser = ptr.To(int64(-1)) },
 			[]want{{field.ErrorTypeInvalid, "spec.securityContext.runAsUser", ""}}},
 		{"topology spread", func(p *corev1.Pod) {
 			p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 0, WhenUnsatisfiable: "Whenever"}}
@@ -235,10 +236,10 @@ func TestPodUpdate(t *testing.T) {
 		{"tolerations may be added", func(p *corev1.Pod) {
 			p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: "k", Operator: corev1.TolerationOpExists})
 		}, nil},
-		{"activeDeadlineSeconds may be set", func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr(int64(60)) }, nil},
+		{"activeDeadlineSeconds may be set", func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr.To(int64(60)) }, nil},
 		{"ports are immutable", func(p *corev1.Pod) { p.Spec.Containers[0].Ports[0].ContainerPort = 9000 },
 			[]want{{field.ErrorTypeForbidden, "spec", forbidden}}},
-		{"grace period is immutable", func(p *corev1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr(int64(5)) },
+		{"grace period is immutable", func(p *corev1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr.To(int64(5)) },
 			[]want{{field.ErrorTypeForbidden, "spec", "spec.terminationGracePeriodSeconds"}}},
 		{"containers may not be added", func(p *corev1.Pod) {
 			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "b", Image: "x:1",
@@ -257,7 +258,7 @@ func TestPodUpdate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			old := stored(defaulted(seedPod()))
 			old.Spec.Tolerations = []corev1.Toleration{{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists,
-				Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr(int64(300))}}
+				Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(int64(300))}}
 			p := old.DeepCopy()
 			tc.mutate(p)
 			expectErrors(t, ValidateUpdate(p, old), tc.wants)
@@ -266,9 +267,9 @@ func TestPodUpdate(t *testing.T) {
 
 	t.Run("activeDeadlineSeconds may only shrink", func(t *testing.T) {
 		old := stored(defaulted(seedPod()))
-		old.Spec.ActiveDeadlineSeconds = ptr(int64(60))
+		old.Spec.ActiveDeadlineSeconds = ptr.To(int64(60))
 		p := old.DeepCopy()
-		p.Spec.ActiveDeadlineSeconds = ptr(int64(120))
+		p.Spec.ActiveDeadlineSeconds = ptr.To(int64(120))
 		expectErrors(t, ValidateUpdate(p, old), []want{{field.ErrorTypeInvalid, "spec.activeDeadlineSeconds", "must be less than or equal to previous value"}})
 	})
 	t.Run("unconditional update without resourceVersion", func(t *testing.T) {

@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"k8s.io/utils/ptr"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -134,7 +135,7 @@ func TestEndpointSlice(t *testing.T) {
 		ObjectMeta:  metav1.ObjectMeta{Name: "container-lab-abcde"},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.244.0.5"}}},
-		Ports:       []discoveryv1.EndpointPort{{Port: ptr(int32(8000))}},
+		Ports:       []discoveryv1.EndpointPort{{Port: ptr.To(int32(8000))}},
 	})
 	expectErrors(t, Validate(es), nil)
 

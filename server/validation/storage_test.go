@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"k8s.io/utils/ptr"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -94,6 +95,6 @@ func TestStorageClass(t *testing.T) {
 		{field.ErrorTypeForbidden, "provisioner", "updates to provisioner are forbidden."},
 	})
 	expand := old.DeepCopy()
-	expand.AllowVolumeExpansion = ptr(true)
+	expand.AllowVolumeExpansion = ptr.To(true)
 	expectErrors(t, ValidateUpdate(expand, old), nil)
 }

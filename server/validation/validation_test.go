@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"k8s.io/utils/ptr"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -104,6 +105,6 @@ func TestUnknownKindsGetMetadataChecks(t *testing.T) {
 		MaxReplicas:    5,
 	}}
 	expectErrors(t, Validate(defaulted(hpa)), nil)
-	hpa.Spec.MinReplicas = ptr(int32(6))
+	hpa.Spec.MinReplicas = ptr.To(int32(6))
 	expectErrors(t, Validate(hpa), []want{{field.ErrorTypeInvalid, "spec.maxReplicas", "must be greater than or equal to `minReplicas`"}})
 }

@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"k8s.io/utils/ptr"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -24,34 +25,34 @@ func TestDeploymentCreate(t *testing.T) {
 			[]want{{field.ErrorTypeInvalid, "spec.selector", "empty selector is invalid for deployment"}}},
 		{"selector must match template", func(d *appsv1.Deployment) { d.Spec.Template.Labels["app"] = "other" },
 			[]want{{field.ErrorTypeInvalid, "spec.template.metadata.labels", "`selector` does not match template `labels`"}}},
-		{"negative replicas", func(d *appsv1.Deployment) { d.Spec.Replicas = ptr(int32(-1)) },
+		{"negative replicas", func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To(int32(-1)) },
 			[]want{{field.ErrorTypeInvalid, "spec.replicas", "must be greater than or equal to 0"}}},
 		{"template restartPolicy must be Always", func(d *appsv1.Deployment) { d.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyNever },
 			[]want{{field.ErrorTypeNotSupported, "spec.template.spec.restartPolicy", ""}}},
 		{"template container checked", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Image = "" },
 			[]want{{field.ErrorTypeRequired, "spec.template.spec.containers[0].image", ""}}},
 		{"surge and unavailable both zero", func(d *appsv1.Deployment) {
-			d.Spec.Strategy.RollingUpdate.MaxSurge = ptr(intstr.FromInt32(0))
+			d.Spec.Strategy.RollingUpdate.MaxSurge = ptr.To(intstr.FromInt32(0))
 		}, []want{{field.ErrorTypeInvalid, "spec.strategy.rollingUpdate.maxUnavailable", "may not be 0 when `maxSurge` is 0"}}},
 		{"bad percent", func(d *appsv1.Deployment) {
-			d.Spec.Strategy.RollingUpdate.MaxSurge = ptr(intstr.FromString("lots"))
+			d.Spec.Strategy.RollingUpdate.MaxSurge = ptr.To(intstr.FromString("lots"))
 		}, []want{{field.ErrorTypeInvalid, "spec.strategy.rollingUpdate.maxSurge", "percent"}}},
 		{"more than 100% unavailable", func(d *appsv1.Deployment) {
-			d.Spec.Strategy.RollingUpdate.MaxUnavailable = ptr(intstr.FromString("150%"))
+			d.Spec.Strategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromString("150%"))
 		}, []want{{field.ErrorTypeInvalid, "spec.strategy.rollingUpdate.maxUnavailable", "must not be greater than 100%"}}},
 		{"negative surge", func(d *appsv1.Deployment) {
-			d.Spec.Strategy.RollingUpdate.MaxSurge = ptr(intstr.FromInt32(-1))
+			d.Spec.Strategy.RollingUpdate.MaxSurge = ptr.To(intstr.FromInt32(-1))
 		}, []want{{field.ErrorTypeInvalid, "spec.strategy.rollingUpdate.maxSurge", "must be greater than or equal to 0"}}},
 		{"Recreate forbids rollingUpdate", func(d *appsv1.Deployment) { d.Spec.Strategy.Type = appsv1.RecreateDeploymentStrategyType },
 			[]want{{field.ErrorTypeForbidden, "spec.strategy.rollingUpdate", ""}}},
 		{"unknown strategy", func(d *appsv1.Deployment) { d.Spec.Strategy.Type = "BlueGreen" },
 			[]want{{field.ErrorTypeNotSupported, "spec.strategy.type", ""}}},
-		{"negative revisionHistoryLimit", func(d *appsv1.Deployment) { d.Spec.RevisionHistoryLimit = ptr(int32(-1)) },
+		{"negative revisionHistoryLimit", func(d *appsv1.Deployment) { d.Spec.RevisionHistoryLimit = ptr.To(int32(-1)) },
 			[]want{{field.ErrorTypeInvalid, "spec.revisionHistoryLimit", ""}}},
 		{"progress deadline after minReadySeconds", func(d *appsv1.Deployment) { d.Spec.MinReadySeconds = 600 },
 			[]want{{field.ErrorTypeInvalid, "spec.progressDeadlineSeconds", "must be greater than minReadySeconds"}}},
 		{"activeDeadlineSeconds not supported in templates", func(d *appsv1.Deployment) {
-			d.Spec.Template.Spec.ActiveDeadlineSeconds = ptr(int64(10))
+			d.Spec.Template.Spec.ActiveDeadlineSeconds = ptr.To(int64(10))
 		}, []want{{field.ErrorTypeInvalid, "spec.template.spec.activeDeadlineSeconds", "not Supported"}}},
 		{"template label validated at upstream's path", func(d *appsv1.Deployment) { d.Spec.Template.Labels["bad key!"] = "x" },
 			[]want{{field.ErrorTypeInvalid, "spec.template.labels", ""}}},
@@ -69,7 +70,7 @@ func TestDeploymentUpdate(t *testing.T) {
 	old := stored(defaulted(seedDeployment()))
 
 	scaled := old.DeepCopy()
-	scaled.Spec.Replicas = ptr(int32(5))
+	scaled.Spec.Replicas = ptr.To(int32(5))
 	scaled.Spec.Template.Spec.Containers[0].Image = "username/container-lab:v3"
 	expectErrors(t, ValidateUpdate(scaled, old), nil)
 
@@ -87,7 +88,7 @@ func replicaSet() *appsv1.ReplicaSet {
 	d := seedDeployment()
 	return &appsv1.ReplicaSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "container-lab-5d4f", Namespace: "default"},
-		Spec:       appsv1.ReplicaSetSpec{Replicas: ptr(int32(2)), Selector: d.Spec.Selector, Template: d.Spec.Template},
+		Spec:       appsv1.ReplicaSetSpec{Replicas: ptr.To(int32(2)), Selector: d.Spec.Selector, Template: d.Spec.Template},
 	}
 }
 
@@ -153,18 +154,18 @@ func TestOtherWorkloads(t *testing.T) {
 		}, []want{{field.ErrorTypeRequired, "spec.volumeClaimTemplates[0].spec.resources[storage]", ""}}},
 		{"statefulset negative partition", func() runtime.Object {
 			s := defaulted(statefulSet())
-			s.Spec.UpdateStrategy.RollingUpdate.Partition = ptr(int32(-1))
+			s.Spec.UpdateStrategy.RollingUpdate.Partition = ptr.To(int32(-1))
 			return s
 		}, []want{{field.ErrorTypeInvalid, "spec.updateStrategy.rollingUpdate.partition", ""}}},
 		{"valid daemonset", func() runtime.Object { return defaulted(daemonSet()) }, nil},
 		{"daemonset surge and unavailable", func() runtime.Object {
 			d := defaulted(daemonSet())
-			d.Spec.UpdateStrategy.RollingUpdate.MaxSurge = ptr(intstr.FromInt32(1))
+			d.Spec.UpdateStrategy.RollingUpdate.MaxSurge = ptr.To(intstr.FromInt32(1))
 			return d
 		}, []want{{field.ErrorTypeInvalid, "spec.updateStrategy.rollingUpdate.maxSurge", "may not be set when maxUnavailable is non-zero"}}},
 		{"daemonset neither surge nor unavailable", func() runtime.Object {
 			d := defaulted(daemonSet())
-			d.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ptr(intstr.FromInt32(0))
+			d.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromInt32(0))
 			return d
 		}, []want{{field.ErrorTypeRequired, "spec.updateStrategy.rollingUpdate.maxUnavailable", "cannot be 0 when maxSurge is 0"}}},
 		{"daemonset restartPolicy", func() runtime.Object {
@@ -196,7 +197,7 @@ func TestStatefulSetUpdate(t *testing.T) {
 	old := stored(defaulted(statefulSet()))
 
 	ok := old.DeepCopy()
-	ok.Spec.Replicas = ptr(int32(4))
+	ok.Spec.Replicas = ptr.To(int32(4))
 	ok.Spec.Template.Spec.Containers[0].Image = "db:2"
 	ok.Spec.MinReadySeconds = 5
 	expectErrors(t, ValidateUpdate(ok, old), nil)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"k8s.io/utils/ptr"
 	"os/exec"
 	"strings"
 	"testing"
@@ -126,7 +127,7 @@ func TestSeedApp(t *testing.T) {
 	// logs -f keeps streaming: the readiness probe logs every 2 s.
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	stream, err := c.cs.CoreV1().Pods("default").GetLogs(pods[0].Name, &corev1.PodLogOptions{Follow: true, TailLines: ptr(int64(0))}).Stream(cctx)
+	stream, err := c.cs.CoreV1().Pods("default").GetLogs(pods[0].Name, &corev1.PodLogOptions{Follow: true, TailLines: ptr.To(int64(0))}).Stream(cctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,5 +138,3 @@ func TestSeedApp(t *testing.T) {
 		t.Errorf("logs -f delivered %q", buf[:n])
 	}
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -5,6 +5,7 @@ package servicelb
 
 import (
 	"context"
+	"k8s.io/utils/ptr"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -110,9 +111,7 @@ func (c *Controller) ingress() []corev1.LoadBalancerIngress {
 	sort.Strings(ips)
 	var out []corev1.LoadBalancerIngress
 	for _, ip := range ips {
-		out = append(out, corev1.LoadBalancerIngress{IP: ip, IPMode: ptr(corev1.LoadBalancerIPModeVIP)})
+		out = append(out, corev1.LoadBalancerIngress{IP: ip, IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)})
 	}
 	return out
 }
-
-func ptr[T any](v T) *T { return &v }
