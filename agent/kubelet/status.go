@@ -22,7 +22,7 @@ func (w *podWorker) postStatus(ctx context.Context, pod *corev1.Pod, inst map[st
 	if w.posted != nil && apiequality.Semantic.DeepEqual(*w.posted, st) {
 		return
 	}
-	if w.posted == nil && statusEqual(pod.Status, st) {
+	if w.posted == nil && apiequality.Semantic.DeepEqual(pod.Status, st) {
 		w.posted = &st
 		return
 	}
@@ -47,10 +47,6 @@ func (k *Kubelet) patchStatus(ctx context.Context, pod *corev1.Pod, st corev1.Po
 	}
 	_, err = k.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 	return err
-}
-
-func statusEqual(a, b corev1.PodStatus) bool {
-	return apiequality.Semantic.DeepEqual(a, b)
 }
 
 // podStatus is upstream's view of a pod: phase, conditions, one status per

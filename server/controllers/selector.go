@@ -12,3 +12,15 @@ func Selects(selector *metav1.LabelSelector, objLabels map[string]string) bool {
 	sel, err := metav1.LabelSelectorAsSelector(selector)
 	return err == nil && !sel.Empty() && sel.Matches(labels.Set(objLabels))
 }
+
+// Selecting returns the controllers among ctrls whose selector (read with
+// selector) picks an object with these labels.
+func Selecting[T any](ctrls []T, selector func(T) *metav1.LabelSelector, objLabels map[string]string) []T {
+	var out []T
+	for _, c := range ctrls {
+		if Selects(selector(c), objLabels) {
+			out = append(out, c)
+		}
+	}
+	return out
+}

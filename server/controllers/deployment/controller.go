@@ -152,14 +152,7 @@ func (c *Controller) deploymentsMatching(rs *apps.ReplicaSet) []*apps.Deployment
 	if err != nil {
 		return nil
 	}
-	var out []*apps.Deployment
-	for _, d := range ds {
-		if !controllers.Selects(d.Spec.Selector, rs.Labels) {
-			continue
-		}
-		out = append(out, d)
-	}
-	return out
+	return controllers.Selecting(ds, func(d *apps.Deployment) *metav1.LabelSelector { return d.Spec.Selector }, rs.Labels)
 }
 
 // podDeleted wakes a Recreate deployment waiting for its old pods to go.

@@ -151,14 +151,7 @@ func (c *Controller) matchingReplicaSets(pod *v1.Pod) []*apps.ReplicaSet {
 	if err != nil {
 		return nil
 	}
-	var out []*apps.ReplicaSet
-	for _, rs := range all {
-		if !controllers.Selects(rs.Spec.Selector, pod.Labels) {
-			continue
-		}
-		out = append(out, rs)
-	}
-	return out
+	return controllers.Selecting(all, func(rs *apps.ReplicaSet) *metav1.LabelSelector { return rs.Spec.Selector }, pod.Labels)
 }
 
 func (c *Controller) addPod(obj interface{}) {
