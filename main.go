@@ -24,6 +24,7 @@ import (
 	"github.com/kelp-project/kelp/server/controllers/nodelifecycle"
 	"github.com/kelp-project/kelp/server/scheduler"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/component-base/version"
 )
 
 // defaultKubeconfig is where `kelp server` writes the admin kubeconfig
@@ -175,7 +176,7 @@ func agentFlags(env func(string) []string) []urfavecli.Flag {
 func agentConfig(c *urfavecli.Context) agent.Config {
 	return agent.Config{
 		NodeIP:                   c.String("node-ip"),
-		Version:                  "v1.37.2-kelp",
+		Version:                  version.Get().GitVersion, // the Kubernetes version build.sh links in
 		ContainerRuntimeEndpoint: c.String("container-runtime-endpoint"),
 		ContainerdSocket:         c.String("containerd-socket"),
 		RunDir:                   c.String("run-dir"),
