@@ -28,8 +28,8 @@ targets=(
 	./server/apiserver/:FuzzParseRequest
 	./server/apiserver/:FuzzListOptions
 	./server/apiserver/:FuzzDeleteOptions
-	./server/storage/:FuzzParseRV
-	./server/storage/:FuzzListEtcd
+	./server/apiserver/storage/:FuzzParseRV
+	./server/apiserver/storage/:FuzzListEtcd
 )
 
 want=("$@")

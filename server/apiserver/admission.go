@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kelp-project/kelp/server/storage"
+	"github.com/kelp-project/kelp/server/apiserver/storage"
 )
 
 // Attributes describe a write for admission.

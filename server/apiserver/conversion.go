@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/kelp-project/kelp/server/storage"
+	"github.com/kelp-project/kelp/server/apiserver/storage"
 )
 
 // objectStore is what the handlers need from storage. storage.Store is the

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/kelp-project/kelp/server/apply"
+	"github.com/kelp-project/kelp/server/apiserver/apply"
 )
 
 // writeOptions are the per-request facts the write path needs beyond the

@@ -45,8 +45,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/kelp-project/kelp/server/registry"
-	"github.com/kelp-project/kelp/server/storage"
+	"github.com/kelp-project/kelp/server/apiserver/registry"
+	"github.com/kelp-project/kelp/server/apiserver/storage"
 )
 
 // ---------------------------------------------------------------------------

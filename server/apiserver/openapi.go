@@ -5,8 +5,8 @@ import (
 
 	"k8s.io/client-go/kubernetes/scheme"
 
-	"github.com/kelp-project/kelp/server/openapi"
-	"github.com/kelp-project/kelp/server/registry"
+	"github.com/kelp-project/kelp/server/apiserver/openapi"
+	"github.com/kelp-project/kelp/server/apiserver/registry"
 )
 
 // openapiResource describes a registry resource for the OpenAPI documents,

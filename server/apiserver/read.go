@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kelp-project/kelp/server/storage"
+	"github.com/kelp-project/kelp/server/apiserver/storage"
 )
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request, info requestInfo, sv *served) {

@@ -21,12 +21,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kelp-project/kelp/server/allocator"
-	"github.com/kelp-project/kelp/server/apply"
-	"github.com/kelp-project/kelp/server/defaults"
-	"github.com/kelp-project/kelp/server/openapi"
-	"github.com/kelp-project/kelp/server/registry"
-	"github.com/kelp-project/kelp/server/storage"
+	"github.com/kelp-project/kelp/server/apiserver/allocator"
+	"github.com/kelp-project/kelp/server/apiserver/apply"
+	"github.com/kelp-project/kelp/server/apiserver/defaults"
+	"github.com/kelp-project/kelp/server/apiserver/openapi"
+	"github.com/kelp-project/kelp/server/apiserver/registry"
+	"github.com/kelp-project/kelp/server/apiserver/storage"
 )
 
 // Config is what the API server needs from the process that hosts it.

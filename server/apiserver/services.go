@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/kelp-project/kelp/server/allocator"
+	"github.com/kelp-project/kelp/server/apiserver/allocator"
 )
 
 // Services get their ClusterIP and NodePorts on the write path, after

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/kelp-project/kelp/server/printers"
+	"github.com/kelp-project/kelp/server/apiserver/printers"
 )
 
 // table renders obj (an object or a list) as a meta.k8s.io/v1 Table.

@@ -14,9 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/kelp-project/kelp/server/defaults"
-	"github.com/kelp-project/kelp/server/registry"
-	"github.com/kelp-project/kelp/server/validation"
+	"github.com/kelp-project/kelp/server/apiserver/defaults"
+	"github.com/kelp-project/kelp/server/apiserver/registry"
+	"github.com/kelp-project/kelp/server/apiserver/validation"
 )
 
 // dryRun reads the dryRun query parameter: only "All" exists.

@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sigs.k8s.io/structured-merge-diff/v6/value"
 
-	"github.com/kelp-project/kelp/server/defaults"
+	"github.com/kelp-project/kelp/server/apiserver/defaults"
 )
 
 var (

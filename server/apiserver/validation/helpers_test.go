@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/kelp-project/kelp/server/defaults"
+	"github.com/kelp-project/kelp/server/apiserver/defaults"
 )
 
 // want names one expected error: its type, its exact field path, and
