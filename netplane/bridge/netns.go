@@ -144,3 +144,9 @@ func InNetNSPath(path string, fn func() error) error {
 	defer ns.Close()
 	return inNetNS(ns, fn)
 }
+
+// InNetNS runs fn in the network namespace pinned at netnsPath, for the
+// kubelet's port-forward (it dials the pod's loopback from inside).
+func (b *Bridge) InNetNS(netnsPath string, fn func() error) error {
+	return InNetNSPath(netnsPath, fn)
+}
