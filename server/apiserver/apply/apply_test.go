@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sigs.k8s.io/structured-merge-diff/v6/value"
 
-	"github.com/kelp-project/kelp/server/apiserver/defaults"
+	"github.com/kelp-project/kelp/server/apiserver/defaults/defaultstest"
 )
 
 var (
@@ -159,7 +159,7 @@ func statusCode(err error) int32 {
 }
 
 func TestApplyCreatesConfigMap(t *testing.T) {
-	m := New(defaults.Apply)
+	m := New(defaultstest.Apply)
 	live := emptyLive(cmGVK, "default", "cfg")
 	out := mustApply(t, m, cmGVK, "", live, []byte(`
 apiVersion: v1
@@ -208,7 +208,7 @@ data:
 }
 
 func TestApplyCreatesDeployment(t *testing.T) {
-	m := New(defaults.Apply)
+	m := New(defaultstest.Apply)
 	out := mustApply(t, m, deployGVK, "", emptyLive(deployGVK, "default", "web"), deploy(2, "nginx:1.27"), "kubectl", false)
 	d, ok := out.(*appsv1.Deployment)
 	if !ok {
@@ -249,7 +249,7 @@ func TestApplyCreatesDeployment(t *testing.T) {
 }
 
 func TestReapplyUpdatesField(t *testing.T) {
-	m := New(defaults.Apply)
+	m := New(defaultstest.Apply)
 	live := stored(t, mustApply(t, m, deployGVK, "", emptyLive(deployGVK, "default", "web"), deploy(2, "nginx:1.27"), "kubectl", false))
 	out := mustApply(t, m, deployGVK, "", live, deploy(3, "nginx:1.28"), "kubectl", false)
 	d := out.(*appsv1.Deployment)
@@ -275,7 +275,7 @@ func TestReapplyUpdatesField(t *testing.T) {
 }
 
 func TestApplyConflictAndForce(t *testing.T) {
-	m := New(defaults.Apply)
+	m := New(defaultstest.Apply)
 	live := stored(t, mustApply(t, m, deployGVK, "", emptyLive(deployGVK, "default", "web"), deploy(2, "nginx:1.27"), "alice", false))
 
 	_, err := m.Apply(deployGVK, "", live, deploy(5, "nginx:1.27"), "bob", false)
@@ -311,7 +311,7 @@ func TestApplyConflictAndForce(t *testing.T) {
 }
 
 func TestApplyConflictWithUpdater(t *testing.T) {
-	m := New(defaults.Apply)
+	m := New(defaultstest.Apply)
 	live := stored(t, mustApply(t, m, deployGVK, "", emptyLive(deployGVK, "default", "web"), deploy(2, "nginx:1.27"), "alice", false))
 	// kubectl scale (an Update) takes spec.replicas.
 	scaled := live.DeepCopyObject().(*appsv1.Deployment)
@@ -330,7 +330,7 @@ func TestApplyConflictWithUpdater(t *testing.T) {
 }
 
 func TestApplyRemovesDroppedFields(t *testing.T) {
-	m := New(defaults.Apply)
+	m := New(defaultstest.Apply)
 	cfg := func(data string) []byte {
 		return []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n" + data)
 	}
@@ -363,14 +363,14 @@ func TestApplyRemovesDroppedFields(t *testing.T) {
 }
 
 func TestUpdateRecordsEntries(t *testing.T) {
-	m := New(defaults.Apply)
+	m := New(defaultstest.Apply)
 	// Create: live is nil; obj has been defaulted by the write path.
 	obj := &appsv1.Deployment{}
 	if err := runtime.DecodeInto(scheme.Codecs.UniversalDecoder(appsv1.SchemeGroupVersion), toJSON(t, deploy(2, "nginx:1.27")), obj); err != nil {
 		t.Fatal(err)
 	}
 	obj.SetGroupVersionKind(deployGVK)
-	defaults.Apply(obj)
+	defaultstest.Apply(obj)
 	created := m.Update(deployGVK, "", nil, obj, "kubectl-create")
 	if created != runtime.Object(obj) {
 		t.Errorf("Update did not return obj")
@@ -419,7 +419,7 @@ func TestUpdateRecordsEntries(t *testing.T) {
 }
 
 func TestUpdateNeverFails(t *testing.T) {
-	m := New(defaults.Apply)
+	m := New(defaultstest.Apply)
 	// Unknown kind: obj comes back untouched.
 	obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}
 	if got := m.Update(schema.GroupVersionKind{Group: "nope", Version: "v1", Kind: "Nope"}, "", nil, obj, "m"); got != runtime.Object(obj) || len(obj.ManagedFields) != 0 {
@@ -448,7 +448,7 @@ func TestUpdateNeverFails(t *testing.T) {
 }
 
 func TestStatusResetFields(t *testing.T) {
-	m := New(defaults.Apply)
+	m := New(defaultstest.Apply)
 	withStatus := append(deploy(2, "nginx:1.27"), []byte("status:\n  replicas: 9\n")...)
 
 	// The main resource's applier never owns status.
@@ -479,7 +479,7 @@ func TestStatusResetFields(t *testing.T) {
 	pod := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}}}
-	defaults.Apply(pod)
+	defaultstest.Apply(pod)
 	livePod := stored(t, m.Update(podGVK, "", nil, pod, "creator"))
 	next := livePod.DeepCopyObject().(*corev1.Pod)
 	next.Status.Phase = corev1.PodRunning
@@ -498,7 +498,7 @@ func TestStatusResetFields(t *testing.T) {
 }
 
 func TestApplyErrors(t *testing.T) {
-	m := New(defaults.Apply)
+	m := New(defaultstest.Apply)
 	live := emptyLive(cmGVK, "default", "c")
 	cm := func(s string) []byte { return []byte(`{"apiVersion":"v1","kind":"ConfigMap",` + s + `}`) }
 	for _, tc := range []struct {
@@ -564,7 +564,7 @@ func TestApplyErrors(t *testing.T) {
 }
 
 func TestApplyNamespaceAndSystemFields(t *testing.T) {
-	m := New(defaults.Apply)
+	m := New(defaultstest.Apply)
 	// Cluster-scoped: a namespace in the configuration is dropped.
 	nsGVK := corev1.SchemeGroupVersion.WithKind("Namespace")
 	out := mustApply(t, m, nsGVK, "", emptyLive(nsGVK, "", "team"), []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team","namespace":"x","labels":{"a":"b"}}}`), "m", false)
@@ -590,7 +590,7 @@ func TestApplyJSONBodyAndNilLive(t *testing.T) {
 }
 
 func TestLiveNotMutated(t *testing.T) {
-	m := New(defaults.Apply)
+	m := New(defaultstest.Apply)
 	live := stored(t, mustApply(t, m, deployGVK, "", emptyLive(deployGVK, "default", "web"), deploy(2, "nginx:1.27"), "a", false))
 	snapshot := live.DeepCopyObject()
 	if _, err := m.Apply(deployGVK, "", live, deploy(3, "nginx:1.28"), "a", false); err != nil {
@@ -645,7 +645,7 @@ func TestAllSchemeKindsTracked(t *testing.T) {
 		"SelfSubjectAccessReview": true, "SelfSubjectRulesReview": true,
 		"Scale": true, "Binding": true, "RangeAllocation": true,
 	}
-	m := New(defaults.Apply)
+	m := New(defaultstest.Apply)
 	n := 0
 	for gvk := range scheme.Scheme.AllKnownTypes() {
 		if strings.HasSuffix(gvk.Kind, "List") || gvk.Version == runtime.APIVersionInternal {
@@ -695,7 +695,7 @@ func TestAllSchemeKindsTracked(t *testing.T) {
 }
 
 func TestConcurrentUse(t *testing.T) {
-	m := New(defaults.Apply)
+	m := New(defaultstest.Apply)
 	live := stored(t, mustApply(t, m, deployGVK, "", emptyLive(deployGVK, "default", "web"), deploy(2, "nginx:1.27"), "a", false))
 	var wg sync.WaitGroup
 	for i := range 8 {
@@ -737,7 +737,7 @@ func TestTypeConverterColdStart(t *testing.T) {
 		built := time.Since(start)
 		goruntime.ReadMemStats(&after)
 		start = time.Now()
-		m := New(defaults.Apply)
+		m := New(defaultstest.Apply)
 		if _, err := m.Apply(cmGVK, "", nil, []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}`), "m", false); err != nil {
 			t.Fatal(err)
 		}
@@ -773,7 +773,7 @@ func toJSON(tb testing.TB, y []byte) []byte {
 // stored Deployment (the image alternates), with its managedFields from a
 // previous apply and an update.
 func BenchmarkApplyDeployment(b *testing.B) {
-	m := New(defaults.Apply)
+	m := New(defaultstest.Apply)
 	live := stored(b, mustApply(b, m, deployGVK, "", emptyLive(deployGVK, "default", "web"), deploy(2, "nginx:1.27"), "kubectl", false))
 	patches := [][]byte{deploy(2, "nginx:1.28"), deploy(2, "nginx:1.29")}
 	b.ReportAllocs()
@@ -788,7 +788,7 @@ func BenchmarkApplyDeployment(b *testing.B) {
 // BenchmarkUpdateDeployment: managedFields bookkeeping for an update of a
 // stored Deployment (replicas changed) by another manager.
 func BenchmarkUpdateDeployment(b *testing.B) {
-	m := New(defaults.Apply)
+	m := New(defaultstest.Apply)
 	live := stored(b, mustApply(b, m, deployGVK, "", emptyLive(deployGVK, "default", "web"), deploy(2, "nginx:1.27"), "kubectl", false))
 	next := live.DeepCopyObject().(*appsv1.Deployment)
 	next.Spec.Replicas = ptr.To(int32(5))
@@ -804,13 +804,13 @@ func BenchmarkUpdateDeployment(b *testing.B) {
 
 // BenchmarkCreateDeployment: Update on create (live nil).
 func BenchmarkCreateDeployment(b *testing.B) {
-	m := New(defaults.Apply)
+	m := New(defaultstest.Apply)
 	obj := &appsv1.Deployment{}
 	if err := runtime.DecodeInto(scheme.Codecs.UniversalDecoder(appsv1.SchemeGroupVersion), toJSON(b, deploy(2, "nginx:1.27")), obj); err != nil {
 		b.Fatal(err)
 	}
 	obj.SetGroupVersionKind(deployGVK)
-	defaults.Apply(obj)
+	defaultstest.Apply(obj)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {

@@ -11,13 +11,13 @@ import (
 // defaultCPUUtilization is the target a v2 HPA without metrics gets.
 const defaultCPUUtilization int32 = 80
 
-func hpaV1(h *autoscalingv1.HorizontalPodAutoscaler) {
+func HorizontalPodAutoscalerV1(h *autoscalingv1.HorizontalPodAutoscaler) {
 	if h.Spec.MinReplicas == nil {
 		h.Spec.MinReplicas = ptr.To(int32(1))
 	}
 }
 
-func hpaV2(h *autoscalingv2.HorizontalPodAutoscaler) {
+func HorizontalPodAutoscalerV2(h *autoscalingv2.HorizontalPodAutoscaler) {
 	if h.Spec.MinReplicas == nil {
 		h.Spec.MinReplicas = ptr.To(int32(1))
 	}
@@ -62,7 +62,7 @@ func scalingRules(r *autoscalingv2.HPAScalingRules, window int32, policies []aut
 	return r
 }
 
-func priorityClass(pc *schedulingv1.PriorityClass) {
+func PriorityClass(pc *schedulingv1.PriorityClass) {
 	if pc.PreemptionPolicy == nil {
 		pc.PreemptionPolicy = ptr.To(corev1.PreemptLowerPriority)
 	}

@@ -9,7 +9,7 @@ import (
 // Active). The "kubernetes" finalizer is the registry's to add on create
 // (registry.prepareNamespace), as upstream's strategy does: defaulting it
 // here would undo a /finalize that empties the list.
-func namespace(ns *corev1.Namespace) {
+func Namespace(ns *corev1.Namespace) {
 	// Nameless namespaces (generateName) get the label once named.
 	if ns.Name != "" {
 		if ns.Labels == nil {
@@ -26,7 +26,7 @@ func namespace(ns *corev1.Namespace) {
 // Upstream does the fold while converting v1 to its internal type, so a
 // stored or returned Secret never shows stringData and stringData wins over
 // data for the same key; kelp stores v1 objects, so it happens here.
-func secret(s *corev1.Secret) {
+func Secret(s *corev1.Secret) {
 	if s.Type == "" {
 		s.Type = corev1.SecretTypeOpaque
 	}
@@ -43,7 +43,7 @@ func secret(s *corev1.Secret) {
 
 // node is SetObjectDefaults_Node: allocatable defaults to capacity, and the
 // status quantities are rounded like every ResourceList.
-func node(n *corev1.Node) {
+func Node(n *corev1.Node) {
 	if n.Status.Allocatable == nil && n.Status.Capacity != nil {
 		n.Status.Allocatable = n.Status.Capacity.DeepCopy()
 	}
@@ -54,7 +54,7 @@ func node(n *corev1.Node) {
 // limitRange is SetDefaults_LimitRangeItem: for Container limits, the
 // default limit falls back to max, the default request to the default
 // limit, then to min.
-func limitRange(lr *corev1.LimitRange) {
+func LimitRange(lr *corev1.LimitRange) {
 	for i := range lr.Spec.Limits {
 		item := &lr.Spec.Limits[i]
 		if item.Type == corev1.LimitTypeContainer {
@@ -88,7 +88,7 @@ func limitRange(lr *corev1.LimitRange) {
 	}
 }
 
-func resourceQuota(q *corev1.ResourceQuota) {
+func ResourceQuota(q *corev1.ResourceQuota) {
 	roundResourceList(q.Spec.Hard)
 	roundResourceList(q.Status.Hard)
 	roundResourceList(q.Status.Used)

@@ -1,8 +1,13 @@
-package defaults
+package defaults_test
 
 import (
-	"k8s.io/utils/ptr"
+	"math"
+
+	"github.com/kelp-project/kelp/server/apiserver/defaults/defaultstest"
+
 	"testing"
+
+	"k8s.io/utils/ptr"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -66,7 +71,7 @@ func seedDeployment() *appsv1.Deployment {
 
 func TestSeedDeploymentDefaults(t *testing.T) {
 	d := seedDeployment()
-	Apply(d)
+	defaultstest.Apply(d)
 
 	// Client values survive.
 	if *d.Spec.Replicas != 3 {
@@ -115,7 +120,7 @@ func TestSeedDeploymentDefaults(t *testing.T) {
 
 	// Idempotence.
 	again := d.DeepCopy()
-	Apply(again)
+	defaultstest.Apply(again)
 	if !apiequality.Semantic.DeepEqual(d, again) {
 		t.Errorf("Apply is not idempotent")
 	}
@@ -123,7 +128,7 @@ func TestSeedDeploymentDefaults(t *testing.T) {
 
 func TestEmptyDeploymentDefaults(t *testing.T) {
 	d := &appsv1.Deployment{}
-	Apply(d)
+	defaultstest.Apply(d)
 	if *d.Spec.Replicas != 1 {
 		t.Errorf("replicas = %d", *d.Spec.Replicas)
 	}
@@ -134,7 +139,7 @@ func TestEmptyDeploymentDefaults(t *testing.T) {
 	}
 	// Recreate gets no rollingUpdate block.
 	r := &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}}}
-	Apply(r)
+	defaultstest.Apply(r)
 	if r.Spec.Strategy.RollingUpdate != nil {
 		t.Errorf("Recreate got rollingUpdate %+v", r.Spec.Strategy.RollingUpdate)
 	}
@@ -166,7 +171,7 @@ func TestPodDefaults(t *testing.T) {
 			}}},
 		},
 	}}
-	Apply(p)
+	defaultstest.Apply(p)
 	s := p.Spec
 	if s.RestartPolicy != corev1.RestartPolicyAlways || s.DNSPolicy != corev1.DNSClusterFirst ||
 		*s.TerminationGracePeriodSeconds != 30 || s.SchedulerName != corev1.DefaultSchedulerName ||
@@ -214,7 +219,7 @@ func TestPodHostNetworkAndPriority(t *testing.T) {
 		PriorityClassName: "system-node-critical",
 		Containers:        []corev1.Container{{Name: "c", Image: "x:1", Ports: []corev1.ContainerPort{{ContainerPort: 9100}}}},
 	}}
-	Apply(p)
+	defaultstest.Apply(p)
 	if p.Spec.Containers[0].Ports[0].HostPort != 9100 {
 		t.Errorf("hostPort = %d, want 9100", p.Spec.Containers[0].Ports[0].HostPort)
 	}
@@ -222,30 +227,9 @@ func TestPodHostNetworkAndPriority(t *testing.T) {
 		t.Errorf("priority = %d", *p.Spec.Priority)
 	}
 	custom := &corev1.Pod{Spec: corev1.PodSpec{PriorityClassName: "high"}}
-	Apply(custom)
+	defaultstest.Apply(custom)
 	if custom.Spec.Priority != nil || custom.Spec.PreemptionPolicy != nil {
 		t.Errorf("custom class must be left unresolved")
-	}
-}
-
-func TestImagePullPolicy(t *testing.T) {
-	tests := []struct {
-		image string
-		want  corev1.PullPolicy
-	}{
-		{"nginx", corev1.PullAlways},
-		{"nginx:latest", corev1.PullAlways},
-		{"nginx:1.27", corev1.PullIfNotPresent},
-		{"registry:5000/app", corev1.PullAlways},
-		{"registry:5000/app:v1", corev1.PullIfNotPresent},
-		{"nginx@sha256:abc", corev1.PullIfNotPresent},
-		{"nginx:latest@sha256:abc", corev1.PullAlways},
-		{"username/container-lab:v2", corev1.PullIfNotPresent},
-	}
-	for _, tc := range tests {
-		if got := pullPolicyFor(tc.image); got != tc.want {
-			t.Errorf("pullPolicyFor(%q) = %q, want %q", tc.image, got, tc.want)
-		}
 	}
 }
 
@@ -257,7 +241,7 @@ func TestSeedServiceDefaults(t *testing.T) {
 			Ports:    []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8000)}},
 		},
 	}
-	Apply(s)
+	defaultstest.Apply(s)
 	sp := s.Spec
 	if sp.Type != corev1.ServiceTypeClusterIP || sp.SessionAffinity != corev1.ServiceAffinityNone {
 		t.Errorf("type/affinity = %q/%q", sp.Type, sp.SessionAffinity)
@@ -280,14 +264,14 @@ func TestSeedServiceDefaults(t *testing.T) {
 func TestServiceVariants(t *testing.T) {
 	t.Run("targetPort from port", func(t *testing.T) {
 		s := &corev1.Service{Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 443}}}}
-		Apply(s)
+		defaultstest.Apply(s)
 		if s.Spec.Ports[0].TargetPort != intstr.FromInt32(443) {
 			t.Errorf("targetPort = %v", s.Spec.Ports[0].TargetPort)
 		}
 	})
 	t.Run("load balancer", func(t *testing.T) {
 		s := &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, SessionAffinity: corev1.ServiceAffinityClientIP}}
-		Apply(s)
+		defaultstest.Apply(s)
 		if s.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyCluster || !*s.Spec.AllocateLoadBalancerNodePorts {
 			t.Errorf("LB defaults: %+v", s.Spec)
 		}
@@ -297,21 +281,21 @@ func TestServiceVariants(t *testing.T) {
 	})
 	t.Run("external name", func(t *testing.T) {
 		s := &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "example.com"}}
-		Apply(s)
+		defaultstest.Apply(s)
 		if s.Spec.IPFamilyPolicy != nil || s.Spec.IPFamilies != nil || s.Spec.InternalTrafficPolicy != nil {
 			t.Errorf("ExternalName got IP fields: %+v", s.Spec)
 		}
 	})
 	t.Run("headless selectorless", func(t *testing.T) {
 		s := &corev1.Service{Spec: corev1.ServiceSpec{ClusterIP: "None"}}
-		Apply(s)
+		defaultstest.Apply(s)
 		if *s.Spec.IPFamilyPolicy != corev1.IPFamilyPolicyRequireDualStack || s.Spec.ClusterIPs[0] != "None" {
 			t.Errorf("headless: %+v", s.Spec)
 		}
 	})
 	t.Run("clusterIP syncs clusterIPs", func(t *testing.T) {
 		s := &corev1.Service{Spec: corev1.ServiceSpec{ClusterIP: "fd00::10"}}
-		Apply(s)
+		defaultstest.Apply(s)
 		if len(s.Spec.ClusterIPs) != 1 || s.Spec.IPFamilies[0] != corev1.IPv6Protocol {
 			t.Errorf("clusterIPs/families: %v %v", s.Spec.ClusterIPs, s.Spec.IPFamilies)
 		}
@@ -323,7 +307,7 @@ func TestWorkloadDefaults(t *testing.T) {
 		s := &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{
 			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}}},
 		}}
-		Apply(s)
+		defaultstest.Apply(s)
 		sp := s.Spec
 		if *sp.Replicas != 1 || sp.PodManagementPolicy != appsv1.OrderedReadyPodManagement ||
 			sp.UpdateStrategy.Type != appsv1.RollingUpdateStatefulSetStrategyType ||
@@ -339,7 +323,7 @@ func TestWorkloadDefaults(t *testing.T) {
 	})
 	t.Run("daemonset", func(t *testing.T) {
 		d := &appsv1.DaemonSet{}
-		Apply(d)
+		defaultstest.Apply(d)
 		ru := d.Spec.UpdateStrategy.RollingUpdate
 		if d.Spec.UpdateStrategy.Type != appsv1.RollingUpdateDaemonSetStrategyType ||
 			*ru.MaxUnavailable != intstr.FromInt32(1) || *ru.MaxSurge != intstr.FromInt32(0) || *d.Spec.RevisionHistoryLimit != 10 {
@@ -348,7 +332,7 @@ func TestWorkloadDefaults(t *testing.T) {
 	})
 	t.Run("replicaset", func(t *testing.T) {
 		r := &appsv1.ReplicaSet{}
-		Apply(r)
+		defaultstest.Apply(r)
 		if *r.Spec.Replicas != 1 || r.Spec.Template.Spec.RestartPolicy != corev1.RestartPolicyAlways {
 			t.Errorf("replicaset defaults: %+v", r.Spec)
 		}
@@ -357,14 +341,14 @@ func TestWorkloadDefaults(t *testing.T) {
 		rc := &corev1.ReplicationController{Spec: corev1.ReplicationControllerSpec{
 			Template: &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"a": "b"}}},
 		}}
-		Apply(rc)
+		defaultstest.Apply(rc)
 		if rc.Spec.Selector["a"] != "b" || rc.Labels["a"] != "b" || *rc.Spec.Replicas != 1 {
 			t.Errorf("rc defaults: %+v", rc)
 		}
 	})
 	t.Run("job", func(t *testing.T) {
 		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "pi", UID: "uid-1"}}
-		Apply(j)
+		defaultstest.Apply(j)
 		sp := j.Spec
 		if *sp.Completions != 1 || *sp.Parallelism != 1 || *sp.BackoffLimit != 6 ||
 			*sp.CompletionMode != batchv1.NonIndexedCompletion || *sp.Suspend ||
@@ -384,22 +368,22 @@ func TestWorkloadDefaults(t *testing.T) {
 			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
 				OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget}},
 			}}}}}
-		Apply(j)
-		if j.Spec.Completions != nil || *j.Spec.BackoffLimit != maxInt32 || *j.Spec.PodReplacementPolicy != batchv1.Failed ||
+		defaultstest.Apply(j)
+		if j.Spec.Completions != nil || *j.Spec.BackoffLimit != math.MaxInt32 || *j.Spec.PodReplacementPolicy != batchv1.Failed ||
 			j.Spec.PodFailurePolicy.Rules[0].OnPodConditions[0].Status != corev1.ConditionTrue || j.Spec.Selector != nil {
 			t.Errorf("job defaults: %+v", j.Spec)
 		}
 	})
 	t.Run("manual selector", func(t *testing.T) {
 		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{UID: "u"}, Spec: batchv1.JobSpec{ManualSelector: ptr.To(true)}}
-		Apply(j)
+		defaultstest.Apply(j)
 		if j.Spec.Selector != nil {
 			t.Errorf("manual selector must not be generated")
 		}
 	})
 	t.Run("cronjob", func(t *testing.T) {
 		c := &batchv1.CronJob{}
-		Apply(c)
+		defaultstest.Apply(c)
 		sp := c.Spec
 		if sp.ConcurrencyPolicy != batchv1.AllowConcurrent || *sp.Suspend || *sp.SuccessfulJobsHistoryLimit != 3 ||
 			*sp.FailedJobsHistoryLimit != 1 || sp.JobTemplate.Spec.Template.Spec.DNSPolicy != corev1.DNSClusterFirst {
@@ -413,7 +397,7 @@ func TestWorkloadDefaults(t *testing.T) {
 
 func TestOtherDefaults(t *testing.T) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}
-	Apply(ns)
+	defaultstest.Apply(ns)
 	// The "kubernetes" finalizer is added on create by the registry, not
 	// by defaulting: a /finalize write that empties the list must stick.
 	if len(ns.Spec.Finalizers) != 0 ||
@@ -422,29 +406,29 @@ func TestOtherDefaults(t *testing.T) {
 	}
 
 	sec := &corev1.Secret{}
-	Apply(sec)
+	defaultstest.Apply(sec)
 	if sec.Type != corev1.SecretTypeOpaque {
 		t.Errorf("secret type = %q", sec.Type)
 	}
 
 	pvc := &corev1.PersistentVolumeClaim{}
-	Apply(pvc)
+	defaultstest.Apply(pvc)
 	if *pvc.Spec.VolumeMode != corev1.PersistentVolumeFilesystem {
 		t.Errorf("pvc volumeMode")
 	}
 	pv := &corev1.PersistentVolume{}
-	Apply(pv)
+	defaultstest.Apply(pv)
 	if pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain || *pv.Spec.VolumeMode != corev1.PersistentVolumeFilesystem {
 		t.Errorf("pv: %+v", pv.Spec)
 	}
 
 	eps := &discoveryv1.EndpointSlice{Ports: []discoveryv1.EndpointPort{{Port: ptr.To(int32(80))}}}
-	Apply(eps)
+	defaultstest.Apply(eps)
 	if *eps.Ports[0].Protocol != corev1.ProtocolTCP || *eps.Ports[0].Name != "" {
 		t.Errorf("endpointslice port: %+v", eps.Ports[0])
 	}
 	ep := &corev1.Endpoints{Subsets: []corev1.EndpointSubset{{Ports: []corev1.EndpointPort{{Port: 80}}}}}
-	Apply(ep)
+	defaultstest.Apply(ep)
 	if ep.Subsets[0].Ports[0].Protocol != corev1.ProtocolTCP {
 		t.Errorf("endpoints protocol")
 	}
@@ -452,18 +436,18 @@ func TestOtherDefaults(t *testing.T) {
 	np := &networkingv1.NetworkPolicy{Spec: networkingv1.NetworkPolicySpec{
 		Egress: []networkingv1.NetworkPolicyEgressRule{{Ports: []networkingv1.NetworkPolicyPort{{}}}},
 	}}
-	Apply(np)
+	defaultstest.Apply(np)
 	if len(np.Spec.PolicyTypes) != 2 || *np.Spec.Egress[0].Ports[0].Protocol != corev1.ProtocolTCP {
 		t.Errorf("networkpolicy: %+v", np.Spec)
 	}
 	np2 := &networkingv1.NetworkPolicy{}
-	Apply(np2)
+	defaultstest.Apply(np2)
 	if len(np2.Spec.PolicyTypes) != 1 || np2.Spec.PolicyTypes[0] != networkingv1.PolicyTypeIngress {
 		t.Errorf("networkpolicy without egress: %v", np2.Spec.PolicyTypes)
 	}
 
 	sc := &storagev1.StorageClass{Provisioner: "x"}
-	Apply(sc)
+	defaultstest.Apply(sc)
 	if *sc.ReclaimPolicy != corev1.PersistentVolumeReclaimDelete || *sc.VolumeBindingMode != storagev1.VolumeBindingImmediate {
 		t.Errorf("storageclass: %+v", sc)
 	}
@@ -471,7 +455,7 @@ func TestOtherDefaults(t *testing.T) {
 	rb := &rbacv1.RoleBinding{Subjects: []rbacv1.Subject{
 		{Kind: "User", Name: "u"}, {Kind: "Group", Name: "g"}, {Kind: "ServiceAccount", Name: "sa", Namespace: "ns"},
 	}}
-	Apply(rb)
+	defaultstest.Apply(rb)
 	if rb.RoleRef.APIGroup != rbacv1.GroupName || rb.Subjects[0].APIGroup != rbacv1.GroupName ||
 		rb.Subjects[1].APIGroup != rbacv1.GroupName || rb.Subjects[2].APIGroup != "" {
 		t.Errorf("rolebinding: %+v", rb)
@@ -482,7 +466,7 @@ func TestOtherDefaults(t *testing.T) {
 		Max:  corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
 		Min:  corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
 	}}}}
-	Apply(lr)
+	defaultstest.Apply(lr)
 	it := lr.Spec.Limits[0]
 	if it.Default.Cpu().String() != "2" || it.DefaultRequest.Cpu().String() != "2" || it.DefaultRequest.Memory().String() != "64Mi" {
 		t.Errorf("limitrange: %+v", it)
@@ -491,7 +475,7 @@ func TestOtherDefaults(t *testing.T) {
 	hpa := &autoscalingv2.HorizontalPodAutoscaler{Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
 		Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{},
 	}}
-	Apply(hpa)
+	defaultstest.Apply(hpa)
 	if *hpa.Spec.MinReplicas != 1 || *hpa.Spec.Metrics[0].Resource.Target.AverageUtilization != 80 ||
 		*hpa.Spec.Behavior.ScaleDown.StabilizationWindowSeconds != 300 || len(hpa.Spec.Behavior.ScaleUp.Policies) != 2 {
 		t.Errorf("hpa: %+v", hpa.Spec)
@@ -503,7 +487,7 @@ func TestResourceRounding(t *testing.T) {
 		Name: "c", Image: "x:1",
 		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("0.0001")}},
 	}}}}
-	Apply(p)
+	defaultstest.Apply(p)
 	if got := p.Spec.Containers[0].Resources.Requests.Cpu().String(); got != "1m" {
 		t.Errorf("cpu rounded to %q, want 1m", got)
 	}
@@ -511,7 +495,7 @@ func TestResourceRounding(t *testing.T) {
 
 func TestListsAndUnknownTypes(t *testing.T) {
 	list := &corev1.PodList{Items: []corev1.Pod{{}, {}}}
-	Apply(list)
+	defaultstest.Apply(list)
 	for i, p := range list.Items {
 		if p.Spec.RestartPolicy != corev1.RestartPolicyAlways {
 			t.Errorf("item %d not defaulted", i)
@@ -519,12 +503,12 @@ func TestListsAndUnknownTypes(t *testing.T) {
 	}
 	cm := &corev1.ConfigMap{Data: map[string]string{"a": "b"}}
 	before := cm.DeepCopy()
-	Apply(cm)
+	defaultstest.Apply(cm)
 	if !apiequality.Semantic.DeepEqual(cm, before) {
 		t.Errorf("ConfigMap changed")
 	}
 	var unknown runtime.Object = &metav1.Status{}
-	Apply(unknown) // must not panic
+	defaultstest.Apply(unknown) // must not panic
 }
 
 func TestApplyUpdateCarriesAllocatedServiceValues(t *testing.T) {
@@ -532,26 +516,26 @@ func TestApplyUpdateCarriesAllocatedServiceValues(t *testing.T) {
 		Type: corev1.ServiceTypeNodePort, ClusterIP: "10.96.0.10", ClusterIPs: []string{"10.96.0.10"},
 		Ports: []corev1.ServicePort{{Name: "http", Port: 80, NodePort: 30080}},
 	}}
-	Apply(old)
+	defaultstest.Apply(old)
 	// The client re-sends its original manifest, which never named them.
 	replacement := &corev1.Service{Spec: corev1.ServiceSpec{
 		Type:  corev1.ServiceTypeNodePort,
 		Ports: []corev1.ServicePort{{Name: "http", Port: 80}},
 	}}
-	ApplyUpdate(replacement, old)
+	defaultstest.ApplyUpdate(replacement, old)
 	if replacement.Spec.ClusterIP != "10.96.0.10" || replacement.Spec.ClusterIPs[0] != "10.96.0.10" ||
 		replacement.Spec.Ports[0].NodePort != 30080 || replacement.Spec.Ports[0].Protocol != corev1.ProtocolTCP {
 		t.Errorf("allocated values not carried over: %+v", replacement.Spec)
 	}
 	// Switching to ExternalName drops the cluster IP instead.
 	ext := &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "example.com"}}
-	ApplyUpdate(ext, old)
+	defaultstest.ApplyUpdate(ext, old)
 	if ext.Spec.ClusterIP != "" || ext.Spec.IPFamilies != nil {
 		t.Errorf("ExternalName got cluster IP fields: %+v", ext.Spec)
 	}
 	// Other kinds: plain Apply.
 	p := &corev1.Pod{}
-	ApplyUpdate(p, &corev1.Pod{})
+	defaultstest.ApplyUpdate(p, &corev1.Pod{})
 	if p.Spec.RestartPolicy != corev1.RestartPolicyAlways {
 		t.Errorf("ApplyUpdate did not default")
 	}
@@ -576,9 +560,9 @@ func TestIdempotence(t *testing.T) {
 		&autoscalingv2.HorizontalPodAutoscaler{Spec: autoscalingv2.HorizontalPodAutoscalerSpec{Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{}}},
 	}
 	for _, obj := range objs {
-		Apply(obj)
+		defaultstest.Apply(obj)
 		again := obj.DeepCopyObject()
-		Apply(again)
+		defaultstest.Apply(again)
 		if !apiequality.Semantic.DeepEqual(obj, again) {
 			t.Errorf("%T: second Apply changed the object", obj)
 		}

@@ -8,7 +8,7 @@ import (
 
 // networkPolicy: a policy without policyTypes always isolates ingress, and
 // egress too when it lists egress rules. Ports default to TCP.
-func networkPolicy(np *networkingv1.NetworkPolicy) {
+func NetworkPolicy(np *networkingv1.NetworkPolicy) {
 	for i := range np.Spec.Ingress {
 		networkPolicyPorts(np.Spec.Ingress[i].Ports)
 	}
@@ -31,7 +31,7 @@ func networkPolicyPorts(ports []networkingv1.NetworkPolicyPort) {
 	}
 }
 
-func ingressClass(ic *networkingv1.IngressClass) {
+func IngressClass(ic *networkingv1.IngressClass) {
 	if p := ic.Spec.Parameters; p != nil && p.Scope == nil {
 		p.Scope = ptr.To(networkingv1.IngressClassParametersReferenceScopeCluster)
 	}

@@ -1,8 +1,9 @@
 package defaults
 
 import (
-	"k8s.io/utils/ptr"
 	"strings"
+
+	"k8s.io/utils/ptr"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -22,7 +23,7 @@ const (
 // pod template, plus the Pod-only ones (SetDefaults_Pod) that upstream
 // deliberately keeps out of templates so that adding them never changes a
 // workload's template hash.
-func pod(p *corev1.Pod) {
+func Pod(p *corev1.Pod) {
 	spec := &p.Spec
 
 	// Requests default to limits, per resource, for Pods only (not templates).

@@ -4,14 +4,14 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 )
 
-func roleBinding(b *rbacv1.RoleBinding) {
+func RoleBinding(b *rbacv1.RoleBinding) {
 	if b.RoleRef.APIGroup == "" {
 		b.RoleRef.APIGroup = rbacv1.GroupName
 	}
 	subjects(b.Subjects)
 }
 
-func clusterRoleBinding(b *rbacv1.ClusterRoleBinding) {
+func ClusterRoleBinding(b *rbacv1.ClusterRoleBinding) {
 	if b.RoleRef.APIGroup == "" {
 		b.RoleRef.APIGroup = rbacv1.GroupName
 	}

@@ -1,8 +1,9 @@
 package defaults
 
 import (
-	"k8s.io/utils/ptr"
 	"net/netip"
+
+	"k8s.io/utils/ptr"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -11,7 +12,7 @@ import (
 
 // service is SetDefaults_Service, plus two registry steps every client
 // observes on a created Service (see serviceClusterIPs and serviceIPFamilies).
-func service(s *corev1.Service) {
+func Service(s *corev1.Service) {
 	spec := &s.Spec
 	if spec.SessionAffinity == "" {
 		spec.SessionAffinity = corev1.ServiceAffinityNone
@@ -128,7 +129,7 @@ func serviceIPFamilies(s *corev1.Service) {
 }
 
 // endpoints is SetDefaults_Endpoints.
-func endpoints(e *corev1.Endpoints) {
+func Endpoints(e *corev1.Endpoints) {
 	for i := range e.Subsets {
 		for j := range e.Subsets[i].Ports {
 			if e.Subsets[i].Ports[j].Protocol == "" {
@@ -140,7 +141,7 @@ func endpoints(e *corev1.Endpoints) {
 
 // endpointSlice is discovery/v1 SetDefaults_EndpointPort: unnamed ports get
 // the empty name and TCP.
-func endpointSlice(s *discoveryv1.EndpointSlice) {
+func EndpointSlice(s *discoveryv1.EndpointSlice) {
 	for i := range s.Ports {
 		p := &s.Ports[i]
 		if p.Name == nil {
@@ -152,12 +153,12 @@ func endpointSlice(s *discoveryv1.EndpointSlice) {
 	}
 }
 
-// patchAllocatedServiceValues mirrors upstream's PatchAllocatedValues: a
+// CarryAllocatedServiceValues mirrors upstream's PatchAllocatedValues: a
 // value the client left empty is taken from the stored Service when both
 // versions still need it (no cluster IP for ExternalName or headless, node
 // ports only for NodePort/LoadBalancer, a health-check port only for
 // LoadBalancer with externalTrafficPolicy Local).
-func patchAllocatedServiceValues(s, old *corev1.Service) {
+func CarryAllocatedServiceValues(s, old *corev1.Service) {
 	needsClusterIP := func(x *corev1.Service) bool {
 		return x.Spec.Type != corev1.ServiceTypeExternalName && x.Spec.ClusterIP != corev1.ClusterIPNone
 	}

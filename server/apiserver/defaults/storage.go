@@ -6,7 +6,7 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-func persistentVolume(pv *corev1.PersistentVolume) {
+func PersistentVolume(pv *corev1.PersistentVolume) {
 	if pv.Status.Phase == "" {
 		pv.Status.Phase = corev1.VolumePending
 	}
@@ -35,7 +35,7 @@ func persistentVolume(pv *corev1.PersistentVolume) {
 	}
 }
 
-func persistentVolumeClaim(pvc *corev1.PersistentVolumeClaim) {
+func PersistentVolumeClaim(pvc *corev1.PersistentVolumeClaim) {
 	if pvc.Status.Phase == "" {
 		pvc.Status.Phase = corev1.ClaimPending
 	}
@@ -52,7 +52,7 @@ func pvcSpec(spec *corev1.PersistentVolumeClaimSpec) {
 	roundResourceList(spec.Resources.Requests)
 }
 
-func storageClass(sc *storagev1.StorageClass) {
+func StorageClass(sc *storagev1.StorageClass) {
 	if sc.ReclaimPolicy == nil {
 		sc.ReclaimPolicy = ptr.To(corev1.PersistentVolumeReclaimDelete)
 	}
@@ -61,7 +61,7 @@ func storageClass(sc *storagev1.StorageClass) {
 	}
 }
 
-func csiDriver(d *storagev1.CSIDriver) {
+func CSIDriver(d *storagev1.CSIDriver) {
 	spec := &d.Spec
 	if spec.AttachRequired == nil {
 		spec.AttachRequired = ptr.To(true)

@@ -11,7 +11,7 @@ import (
 
 // replicationController is SetDefaults_ReplicationController: an empty
 // selector and empty object labels are taken from the template labels.
-func replicationController(rc *corev1.ReplicationController) {
+func ReplicationController(rc *corev1.ReplicationController) {
 	if rc.Spec.Template != nil {
 		if labels := rc.Spec.Template.Labels; labels != nil {
 			if len(rc.Spec.Selector) == 0 {
@@ -28,7 +28,7 @@ func replicationController(rc *corev1.ReplicationController) {
 	}
 }
 
-func deployment(d *appsv1.Deployment) {
+func Deployment(d *appsv1.Deployment) {
 	if d.Spec.Replicas == nil {
 		d.Spec.Replicas = ptr.To(int32(1))
 	}
@@ -45,14 +45,14 @@ func deployment(d *appsv1.Deployment) {
 	podTemplateSpec(&d.Spec.Template)
 }
 
-func replicaSet(rs *appsv1.ReplicaSet) {
+func ReplicaSet(rs *appsv1.ReplicaSet) {
 	if rs.Spec.Replicas == nil {
 		rs.Spec.Replicas = ptr.To(int32(1))
 	}
 	podTemplateSpec(&rs.Spec.Template)
 }
 
-func statefulSet(s *appsv1.StatefulSet) {
+func StatefulSet(s *appsv1.StatefulSet) {
 	spec := &s.Spec
 	if spec.PodManagementPolicy == "" {
 		spec.PodManagementPolicy = appsv1.OrderedReadyPodManagement
@@ -89,11 +89,11 @@ func statefulSet(s *appsv1.StatefulSet) {
 	// volumeClaimTemplates are full PersistentVolumeClaims, so they get the
 	// PVC defaults, including the visible status.phase: Pending quirk.
 	for i := range spec.VolumeClaimTemplates {
-		persistentVolumeClaim(&spec.VolumeClaimTemplates[i])
+		PersistentVolumeClaim(&spec.VolumeClaimTemplates[i])
 	}
 }
 
-func daemonSet(d *appsv1.DaemonSet) {
+func DaemonSet(d *appsv1.DaemonSet) {
 	st := &d.Spec.UpdateStrategy
 	if ru := rollingStrategy(&st.Type, appsv1.RollingUpdateDaemonSetStrategyType, &st.RollingUpdate); ru != nil {
 		rollingUpdateBudget(&ru.MaxUnavailable, &ru.MaxSurge, intstr.FromInt32(1), intstr.FromInt32(0))
@@ -132,7 +132,7 @@ func rollingUpdateBudget(maxUnavailable, maxSurge **intstr.IntOrString, defUnava
 	}
 }
 
-func job(j *batchv1.Job) {
+func Job(j *batchv1.Job) {
 	spec := &j.Spec
 	// A non-parallel job may leave both unset; both then become 1.
 	if spec.Completions == nil && spec.Parallelism == nil {
@@ -226,7 +226,7 @@ func GenerateJobSelector(j *batchv1.Job) {
 	setIfAbsent(j.Spec.Selector.MatchLabels, batchv1.ControllerUidLabel, uid)
 }
 
-func cronJob(c *batchv1.CronJob) {
+func CronJob(c *batchv1.CronJob) {
 	spec := &c.Spec
 	if spec.ConcurrencyPolicy == "" {
 		spec.ConcurrencyPolicy = batchv1.AllowConcurrent

@@ -23,7 +23,7 @@ const (
 
 var validTimeZoneCharacters = regexp.MustCompile(`^[A-Za-z\.\-_0-9+]{1,14}$`)
 
-func validateJob(j *batchv1.Job) field.ErrorList {
+func Job(j *batchv1.Job) field.ErrorList {
 	allErrs := validateObjectMeta(&j.ObjectMeta, true, nameIsDNSSubdomain)
 	return append(allErrs, validateJobSpecForJob(&j.Spec, specPath)...)
 }
@@ -163,7 +163,7 @@ func validatePodFailurePolicy(pfp *batchv1.PodFailurePolicy, fldPath *field.Path
 // then only in its scheduling directives (node selection, tolerations,
 // labels, annotations, scheduling gates). Completions may change only for
 // Indexed Jobs that scale completions and parallelism together.
-func validateJobUpdate(newJ, oldJ *batchv1.Job) field.ErrorList {
+func JobUpdate(newJ, oldJ *batchv1.Job) field.ErrorList {
 	allErrs := validateObjectMetaUpdate(&newJ.ObjectMeta, &oldJ.ObjectMeta)
 	allErrs = append(allErrs, validateJobSpecForJob(&newJ.Spec, specPath)...)
 	ns, os := &newJ.Spec, &oldJ.Spec
@@ -211,7 +211,7 @@ func elasticIndexedScale(ns, os *batchv1.JobSpec) bool {
 	return *ns.Completions == *ns.Parallelism && *os.Completions == *os.Parallelism
 }
 
-func validateJobStatusUpdate(newJ, oldJ *batchv1.Job) field.ErrorList {
+func JobStatusUpdate(newJ, oldJ *batchv1.Job) field.ErrorList {
 	allErrs := validateObjectMetaUpdate(&newJ.ObjectMeta, &oldJ.ObjectMeta)
 	s := &newJ.Status
 	allErrs = append(allErrs, validateNonnegative(int64(s.Active), statusPath.Child("active"))...)
@@ -222,7 +222,7 @@ func validateJobStatusUpdate(newJ, oldJ *batchv1.Job) field.ErrorList {
 	return allErrs
 }
 
-func validateCronJob(c *batchv1.CronJob) field.ErrorList {
+func CronJob(c *batchv1.CronJob) field.ErrorList {
 	allErrs := validateObjectMeta(&c.ObjectMeta, true, nameIsDNSSubdomain)
 	if len(c.Name) > maxCronJobNameLength {
 		allErrs = append(allErrs, field.Invalid(metadataPath.Child("name"), c.Name, "must be no more than 52 characters"))
@@ -304,7 +304,7 @@ func validateTimeZone(tz *string, fldPath *field.Path) field.ErrorList {
 	return nil
 }
 
-func validateCronJobUpdate(newC, oldC *batchv1.CronJob) field.ErrorList {
+func CronJobUpdate(newC, oldC *batchv1.CronJob) field.ErrorList {
 	allErrs := validateObjectMetaUpdate(&newC.ObjectMeta, &oldC.ObjectMeta)
 	return append(allErrs, validateCronJobSpec(&newC.Spec, &oldC.Spec)...)
 }

@@ -1,9 +1,10 @@
 package validation
 
 import (
-	"k8s.io/utils/ptr"
 	"strings"
 	"testing"
+
+	"k8s.io/utils/ptr"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"

@@ -17,7 +17,7 @@ import (
 
 // --- Namespace ---
 
-func validateNamespace(ns *corev1.Namespace) field.ErrorList {
+func Namespace(ns *corev1.Namespace) field.ErrorList {
 	allErrs := validateObjectMeta(&ns.ObjectMeta, false, nameIsDNSLabel)
 	for i, f := range ns.Spec.Finalizers {
 		allErrs = append(allErrs, validateKubeFinalizerName(string(f), field.NewPath("spec", "finalizers").Index(i))...)
@@ -36,7 +36,7 @@ func validateKubeFinalizerName(name string, fldPath *field.Path) field.ErrorList
 }
 
 // validateNamespaceStatusUpdate: the phase follows deletion, nothing else.
-func validateNamespaceStatusUpdate(newNS, oldNS *corev1.Namespace) field.ErrorList {
+func NamespaceStatusUpdate(newNS, oldNS *corev1.Namespace) field.ErrorList {
 	allErrs := validateObjectMetaUpdate(&newNS.ObjectMeta, &oldNS.ObjectMeta)
 	p := statusPath.Child("phase")
 	if newNS.DeletionTimestamp.IsZero() {
@@ -51,7 +51,7 @@ func validateNamespaceStatusUpdate(newNS, oldNS *corev1.Namespace) field.ErrorLi
 
 // --- Node ---
 
-func validateNode(n *corev1.Node) field.ErrorList {
+func Node(n *corev1.Node) field.ErrorList {
 	allErrs := validateObjectMeta(&n.ObjectMeta, false, nameIsDNSSubdomain)
 	allErrs = append(allErrs, validateNodeSpec(n)...)
 	allErrs = append(allErrs, validateNodeResources(n)...)
@@ -125,7 +125,7 @@ func validateNodeResources(n *corev1.Node) field.ErrorList {
 
 // validateNodeUpdate: the pod CIDRs and provider ID may be assigned once
 // (by the controller manager / cloud provider) and never changed after.
-func validateNodeUpdate(newN, oldN *corev1.Node) field.ErrorList {
+func NodeUpdate(newN, oldN *corev1.Node) field.ErrorList {
 	allErrs := validateObjectMetaUpdate(&newN.ObjectMeta, &oldN.ObjectMeta)
 	allErrs = append(allErrs, validateNodeSpec(newN)...)
 	allErrs = append(allErrs, validateNodeResources(newN)...)
@@ -162,7 +162,7 @@ func validateNodeUpdate(newN, oldN *corev1.Node) field.ErrorList {
 
 var standardLimitTypes = sets.New(corev1.LimitTypePod, corev1.LimitTypeContainer, corev1.LimitTypePersistentVolumeClaim)
 
-func validateLimitRange(lr *corev1.LimitRange) field.ErrorList {
+func LimitRange(lr *corev1.LimitRange) field.ErrorList {
 	allErrs := validateObjectMeta(&lr.ObjectMeta, true, nameIsDNSSubdomain)
 	fldPath := specPath.Child("limits")
 	types := sets.New[corev1.LimitType]()
@@ -285,7 +285,7 @@ func validateQuotaResourceList(l corev1.ResourceList, fldPath *field.Path) field
 	return allErrs
 }
 
-func validateResourceQuota(q *corev1.ResourceQuota) field.ErrorList {
+func ResourceQuota(q *corev1.ResourceQuota) field.ErrorList {
 	allErrs := validateObjectMeta(&q.ObjectMeta, true, nameIsDNSSubdomain)
 	allErrs = append(allErrs, validateQuotaResourceList(q.Spec.Hard, specPath.Child("hard"))...)
 	scopes := sets.New[corev1.ResourceQuotaScope]()
@@ -323,7 +323,7 @@ func validateResourceQuota(q *corev1.ResourceQuota) field.ErrorList {
 	return allErrs
 }
 
-func validateResourceQuotaStatusUpdate(newQ, oldQ *corev1.ResourceQuota) field.ErrorList {
+func ResourceQuotaStatusUpdate(newQ, oldQ *corev1.ResourceQuota) field.ErrorList {
 	allErrs := validateObjectMetaUpdate(&newQ.ObjectMeta, &oldQ.ObjectMeta)
 	allErrs = append(allErrs, validateQuotaResourceList(newQ.Status.Hard, statusPath.Child("hard"))...)
 	allErrs = append(allErrs, validateQuotaResourceList(newQ.Status.Used, statusPath.Child("used"))...)
@@ -334,7 +334,7 @@ func validateResourceQuotaStatusUpdate(newQ, oldQ *corev1.ResourceQuota) field.E
 
 const highestUserDefinablePriority int32 = 1000000000
 
-func validatePriorityClass(pc *schedulingv1.PriorityClass) field.ErrorList {
+func PriorityClass(pc *schedulingv1.PriorityClass) field.ErrorList {
 	allErrs := validateObjectMeta(&pc.ObjectMeta, false, nameIsDNSSubdomain)
 	system := pc.Name == "system-node-critical" || pc.Name == "system-cluster-critical"
 	if strings.HasPrefix(pc.Name, "system-") && !system {
@@ -361,7 +361,7 @@ func validatePriorityClassUpdate(newPC, oldPC *schedulingv1.PriorityClass) field
 
 // --- Lease ---
 
-func validateLease(l *coordinationv1.Lease) field.ErrorList {
+func Lease(l *coordinationv1.Lease) field.ErrorList {
 	allErrs := validateObjectMeta(&l.ObjectMeta, true, nameIsDNSSubdomain)
 	if d := l.Spec.LeaseDurationSeconds; d != nil && *d <= 0 {
 		allErrs = append(allErrs, field.Invalid(specPath.Child("leaseDurationSeconds"), *d, "must be greater than 0"))
@@ -393,7 +393,7 @@ const (
 // involved object's namespace must match the event's. Old-style events
 // (no eventTime) are otherwise free-form for compatibility; new-style ones
 // must name their reporter, action and reason.
-func validateCoreEvent(e *corev1.Event) field.ErrorList {
+func CoreEvent(e *corev1.Event) field.ErrorList {
 	var allErrs field.ErrorList
 	if e.Name == "" && e.GenerateName == "" {
 		allErrs = append(allErrs, field.Required(metadataPath.Child("name"), "name or generateName is required"))
@@ -452,7 +452,7 @@ func validateEventReporting(controller, instance, action, reason, note string, c
 // validateEventV1 is the events.k8s.io/v1 validation: full metadata,
 // eventTime and the reporting fields required, Normal/Warning type, and the
 // deprecated core fields left unset.
-func validateEventV1(e *eventsv1.Event) field.ErrorList {
+func EventV1(e *eventsv1.Event) field.ErrorList {
 	allErrs := validateObjectMeta(&e.ObjectMeta, true, nameIsDNSSubdomain)
 	if e.EventTime.IsZero() {
 		allErrs = append(allErrs, field.Required(field.NewPath("eventTime"), ""))
@@ -492,9 +492,9 @@ func validateEventV1(e *eventsv1.Event) field.ErrorList {
 
 // validateEventV1Update: an event records a fact; only its series (and
 // metadata) may change.
-func validateEventV1Update(newE, oldE *eventsv1.Event) field.ErrorList {
+func EventV1Update(newE, oldE *eventsv1.Event) field.ErrorList {
 	allErrs := validateObjectMetaUpdate(&newE.ObjectMeta, &oldE.ObjectMeta)
-	allErrs = append(allErrs, validateEventV1(newE)...)
+	allErrs = append(allErrs, EventV1(newE)...)
 	for _, f := range []struct {
 		name     string
 		new, old any

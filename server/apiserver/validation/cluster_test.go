@@ -1,9 +1,10 @@
 package validation
 
 import (
-	"k8s.io/utils/ptr"
 	"testing"
 	"time"
+
+	"k8s.io/utils/ptr"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"

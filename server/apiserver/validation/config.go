@@ -15,7 +15,7 @@ const maxConfigSize = 1 * 1024 * 1024
 
 const immutableWhenSetMsg = "field is immutable when `immutable` is set"
 
-func validateConfigMap(cm *corev1.ConfigMap) field.ErrorList {
+func ConfigMap(cm *corev1.ConfigMap) field.ErrorList {
 	allErrs := validateObjectMeta(&cm.ObjectMeta, true, nameIsDNSSubdomain)
 	total := 0
 	for key, value := range cm.Data {
@@ -44,7 +44,7 @@ func validateConfigMap(cm *corev1.ConfigMap) field.ErrorList {
 
 // validateConfigMapUpdate: `immutable: true` is a one-way switch that also
 // freezes the payload (so kubelets can stop watching it).
-func validateConfigMapUpdate(newCM, oldCM *corev1.ConfigMap) field.ErrorList {
+func ConfigMapUpdate(newCM, oldCM *corev1.ConfigMap) field.ErrorList {
 	allErrs := validateObjectMetaUpdate(&newCM.ObjectMeta, &oldCM.ObjectMeta)
 	if oldCM.Immutable != nil && *oldCM.Immutable {
 		if newCM.Immutable == nil || !*newCM.Immutable {
@@ -57,12 +57,12 @@ func validateConfigMapUpdate(newCM, oldCM *corev1.ConfigMap) field.ErrorList {
 			allErrs = append(allErrs, field.Forbidden(field.NewPath("binaryData"), immutableWhenSetMsg))
 		}
 	}
-	return append(allErrs, validateConfigMap(newCM)...)
+	return append(allErrs, ConfigMap(newCM)...)
 }
 
 // validateSecret expects stringData to have been folded into data already
 // (defaults.Apply does that, as upstream's conversion does).
-func validateSecret(s *corev1.Secret) field.ErrorList {
+func Secret(s *corev1.Secret) field.ErrorList {
 	allErrs := validateObjectMeta(&s.ObjectMeta, true, nameIsDNSSubdomain)
 	dataPath := field.NewPath("data")
 	total := 0
@@ -127,7 +127,7 @@ func validateSecret(s *corev1.Secret) field.ErrorList {
 
 // validateSecretUpdate: the type is fixed (consumers depend on its keys),
 // and `immutable: true` freezes the data for good.
-func validateSecretUpdate(newS, oldS *corev1.Secret) field.ErrorList {
+func SecretUpdate(newS, oldS *corev1.Secret) field.ErrorList {
 	allErrs := validateObjectMetaUpdate(&newS.ObjectMeta, &oldS.ObjectMeta)
 	allErrs = append(allErrs, validateImmutable(newS.Type, oldS.Type, field.NewPath("type"))...)
 	if oldS.Immutable != nil && *oldS.Immutable {
@@ -138,10 +138,10 @@ func validateSecretUpdate(newS, oldS *corev1.Secret) field.ErrorList {
 			allErrs = append(allErrs, field.Forbidden(field.NewPath("data"), immutableWhenSetMsg))
 		}
 	}
-	return append(allErrs, validateSecret(newS)...)
+	return append(allErrs, Secret(newS)...)
 }
 
-func validateServiceAccount(sa *corev1.ServiceAccount) field.ErrorList {
+func ServiceAccount(sa *corev1.ServiceAccount) field.ErrorList {
 	allErrs := validateObjectMeta(&sa.ObjectMeta, true, nameIsDNSSubdomain)
 	for i, ref := range sa.ImagePullSecrets {
 		if ref.Name == "" {

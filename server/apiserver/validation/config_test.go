@@ -1,9 +1,10 @@
 package validation
 
 import (
-	"k8s.io/utils/ptr"
 	"strings"
 	"testing"
+
+	"k8s.io/utils/ptr"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

@@ -1,9 +1,10 @@
 package validation
 
 import (
-	"k8s.io/utils/ptr"
 	"strings"
 	"testing"
+
+	"k8s.io/utils/ptr"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -14,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/kelp-project/kelp/server/apiserver/defaults"
+	"github.com/kelp-project/kelp/server/apiserver/defaults/defaultstest"
 )
 
 // want names one expected error: its type, its exact field path, and
@@ -60,7 +61,7 @@ func dump(errs field.ErrorList) string {
 // defaulted applies server defaults, as the API server does before
 // validating.
 func defaulted[T runtime.Object](obj T) T {
-	defaults.Apply(obj)
+	defaultstest.Apply(obj)
 	return obj
 }
 

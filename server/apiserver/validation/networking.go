@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-func validateNetworkPolicy(np *networkingv1.NetworkPolicy) field.ErrorList {
+func NetworkPolicy(np *networkingv1.NetworkPolicy) field.ErrorList {
 	allErrs := validateObjectMeta(&np.ObjectMeta, true, nameIsDNSSubdomain)
 	spec := &np.Spec
 	allErrs = append(allErrs, validateLabelSelector(&spec.PodSelector, specPath.Child("podSelector"))...)
@@ -133,7 +133,7 @@ var (
 	supportedPathTypes   = []networkingv1.PathType{networkingv1.PathTypeExact, networkingv1.PathTypeImplementationSpecific, networkingv1.PathTypePrefix}
 )
 
-func validateIngress(ing *networkingv1.Ingress) field.ErrorList {
+func Ingress(ing *networkingv1.Ingress) field.ErrorList {
 	allErrs := validateObjectMeta(&ing.ObjectMeta, true, nameIsDNSSubdomain)
 	spec := &ing.Spec
 	if len(spec.Rules) == 0 && spec.DefaultBackend == nil {
@@ -261,7 +261,7 @@ func validateIngressBackend(b *networkingv1.IngressBackend, p *field.Path) field
 
 const maxIngressClassControllerLen = 250
 
-func validateIngressClass(ic *networkingv1.IngressClass) field.ErrorList {
+func IngressClass(ic *networkingv1.IngressClass) field.ErrorList {
 	allErrs := validateObjectMeta(&ic.ObjectMeta, false, nameIsDNSSubdomain)
 	cp := specPath.Child("controller")
 	if ic.Spec.Controller == "" {

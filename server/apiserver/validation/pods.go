@@ -62,7 +62,7 @@ var updatablePodSpecFields = []string{
 }
 
 // validatePod is ValidatePodCreate: metadata, spec, and the create-only rules.
-func validatePod(p *corev1.Pod) field.ErrorList {
+func Pod(p *corev1.Pod) field.ErrorList {
 	allErrs := validateObjectMeta(&p.ObjectMeta, true, nameIsDNSSubdomain)
 	allErrs = append(allErrs, validatePodSpec(&p.Spec, specPath, podSpecContext{isPod: true})...)
 	if len(p.Spec.EphemeralContainers) > 0 {
@@ -78,7 +78,7 @@ func validatePod(p *corev1.Pod) field.ErrorList {
 // immutable except for images, activeDeadlineSeconds (only shortened),
 // added tolerations, removed scheduling gates, the negative grace period
 // fix-up, and (while scheduling-gated) additions to node selection.
-func validatePodUpdate(newPod, oldPod *corev1.Pod) field.ErrorList {
+func PodUpdate(newPod, oldPod *corev1.Pod) field.ErrorList {
 	allErrs := validateObjectMetaUpdate(&newPod.ObjectMeta, &oldPod.ObjectMeta)
 	allErrs = append(allErrs, validatePodSpec(&newPod.Spec, specPath, podSpecContext{isPod: true})...)
 
@@ -224,7 +224,7 @@ func validateOnlyDeletedSchedulingGates(newG, oldG []corev1.PodSchedulingGate, f
 
 // validatePodStatusUpdate covers what the kubelet and scheduler may write
 // through pods/status.
-func validatePodStatusUpdate(newPod, oldPod *corev1.Pod) field.ErrorList {
+func PodStatusUpdate(newPod, oldPod *corev1.Pod) field.ErrorList {
 	allErrs := validateObjectMetaUpdate(&newPod.ObjectMeta, &oldPod.ObjectMeta)
 	if newPod.Spec.NodeName != oldPod.Spec.NodeName {
 		allErrs = append(allErrs, field.Forbidden(statusPath.Child("nodeName"), "may not be changed directly"))

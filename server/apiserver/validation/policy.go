@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-func validatePDB(pdb *policyv1.PodDisruptionBudget) field.ErrorList {
+func PodDisruptionBudget(pdb *policyv1.PodDisruptionBudget) field.ErrorList {
 	allErrs := validateObjectMeta(&pdb.ObjectMeta, true, nameIsDNSSubdomain)
 	spec := &pdb.Spec
 	// The two are alternative phrasings of one budget.
@@ -32,7 +32,7 @@ func validatePDB(pdb *policyv1.PodDisruptionBudget) field.ErrorList {
 	return allErrs
 }
 
-func validatePDBStatusUpdate(newP, oldP *policyv1.PodDisruptionBudget) field.ErrorList {
+func PodDisruptionBudgetStatusUpdate(newP, oldP *policyv1.PodDisruptionBudget) field.ErrorList {
 	allErrs := validateObjectMetaUpdate(&newP.ObjectMeta, &oldP.ObjectMeta)
 	s := &newP.Status
 	allErrs = append(allErrs, validateNonnegative(int64(s.DisruptionsAllowed), statusPath.Child("disruptionsAllowed"))...)
@@ -75,7 +75,7 @@ func validateReplicaBounds(minReplicas *int32, maxReplicas int32) field.ErrorLis
 	return errs
 }
 
-func validateHPAv1(h *autoscalingv1.HorizontalPodAutoscaler) field.ErrorList {
+func HorizontalPodAutoscalerV1(h *autoscalingv1.HorizontalPodAutoscaler) field.ErrorList {
 	allErrs := validateObjectMeta(&h.ObjectMeta, true, nameIsDNSSubdomain)
 	allErrs = append(allErrs, validateScaleTargetRef(h.Spec.ScaleTargetRef.Kind, h.Spec.ScaleTargetRef.Name, specPath.Child("scaleTargetRef"))...)
 	allErrs = append(allErrs, validateReplicaBounds(h.Spec.MinReplicas, h.Spec.MaxReplicas)...)
@@ -85,7 +85,7 @@ func validateHPAv1(h *autoscalingv1.HorizontalPodAutoscaler) field.ErrorList {
 	return allErrs
 }
 
-func validateHPAv2(h *autoscalingv2.HorizontalPodAutoscaler) field.ErrorList {
+func HorizontalPodAutoscalerV2(h *autoscalingv2.HorizontalPodAutoscaler) field.ErrorList {
 	allErrs := validateObjectMeta(&h.ObjectMeta, true, nameIsDNSSubdomain)
 	allErrs = append(allErrs, validateScaleTargetRef(h.Spec.ScaleTargetRef.Kind, h.Spec.ScaleTargetRef.Name, specPath.Child("scaleTargetRef"))...)
 	allErrs = append(allErrs, validateReplicaBounds(h.Spec.MinReplicas, h.Spec.MaxReplicas)...)

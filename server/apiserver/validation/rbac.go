@@ -35,12 +35,12 @@ func validatePolicyRules(rules []rbacv1.PolicyRule, namespaced bool) field.Error
 	return allErrs
 }
 
-func validateRole(r *rbacv1.Role) field.ErrorList {
+func Role(r *rbacv1.Role) field.ErrorList {
 	allErrs := validateObjectMeta(&r.ObjectMeta, true, nameIsPathSegment)
 	return append(allErrs, validatePolicyRules(r.Rules, true)...)
 }
 
-func validateClusterRole(r *rbacv1.ClusterRole) field.ErrorList {
+func ClusterRole(r *rbacv1.ClusterRole) field.ErrorList {
 	allErrs := validateObjectMeta(&r.ObjectMeta, false, nameIsPathSegment)
 	allErrs = append(allErrs, validatePolicyRules(r.Rules, false)...)
 	if ar := r.AggregationRule; ar != nil {
@@ -106,13 +106,13 @@ func validateSubjects(subjects []rbacv1.Subject, namespaced bool) field.ErrorLis
 	return allErrs
 }
 
-func validateRoleBinding(b *rbacv1.RoleBinding) field.ErrorList {
+func RoleBinding(b *rbacv1.RoleBinding) field.ErrorList {
 	allErrs := validateObjectMeta(&b.ObjectMeta, true, nameIsPathSegment)
 	allErrs = append(allErrs, validateRoleRef(b.RoleRef, []string{"Role", "ClusterRole"})...)
 	return append(allErrs, validateSubjects(b.Subjects, true)...)
 }
 
-func validateClusterRoleBinding(b *rbacv1.ClusterRoleBinding) field.ErrorList {
+func ClusterRoleBinding(b *rbacv1.ClusterRoleBinding) field.ErrorList {
 	allErrs := validateObjectMeta(&b.ObjectMeta, false, nameIsPathSegment)
 	allErrs = append(allErrs, validateRoleRef(b.RoleRef, []string{"ClusterRole"})...)
 	return append(allErrs, validateSubjects(b.Subjects, false)...)

@@ -42,7 +42,7 @@ func externallyAccessible(s *corev1.Service) bool {
 // validateService is upstream's ValidateService for v1 objects. It expects
 // the object to have been defaulted (type, sessionAffinity, protocols,
 // internalTrafficPolicy are required here because defaulting sets them).
-func validateService(s *corev1.Service) field.ErrorList {
+func Service(s *corev1.Service) field.ErrorList {
 	allErrs := validateObjectMeta(&s.ObjectMeta, true, nameIsDNS1035Label)
 	spec := &s.Spec
 	headless := isHeadless(s)
@@ -340,7 +340,7 @@ func validateNonSpecialIP(ip string, fldPath *field.Path) field.ErrorList {
 // clients, so it cannot change once allocated, except when the service
 // becomes or stops being ExternalName (which has no cluster IP). A second
 // (dual-stack) IP may be added or released.
-func validateServiceUpdate(newS, oldS *corev1.Service) field.ErrorList {
+func ServiceUpdate(newS, oldS *corev1.Service) field.ErrorList {
 	allErrs := validateObjectMetaUpdate(&newS.ObjectMeta, &oldS.ObjectMeta)
 	externalName := newS.Spec.Type == corev1.ServiceTypeExternalName || oldS.Spec.Type == corev1.ServiceTypeExternalName
 	if !externalName && oldS.Spec.ClusterIP != "" && newS.Spec.ClusterIP != oldS.Spec.ClusterIP {
@@ -377,7 +377,7 @@ func validateServiceUpdate(newS, oldS *corev1.Service) field.ErrorList {
 	if oldHC && newHC && oldS.Spec.HealthCheckNodePort != 0 && newS.Spec.HealthCheckNodePort != oldS.Spec.HealthCheckNodePort {
 		allErrs = append(allErrs, field.Forbidden(specPath.Child("healthCheckNodePort"), fieldImmutableMsg))
 	}
-	return append(allErrs, validateService(newS)...)
+	return append(allErrs, Service(newS)...)
 }
 
 func ptrEqual[T comparable](a, b *T) bool {
@@ -387,7 +387,7 @@ func ptrEqual[T comparable](a, b *T) bool {
 	return *a == *b
 }
 
-func validateServiceStatusUpdate(newS, oldS *corev1.Service) field.ErrorList {
+func ServiceStatusUpdate(newS, oldS *corev1.Service) field.ErrorList {
 	allErrs := validateObjectMetaUpdate(&newS.ObjectMeta, &oldS.ObjectMeta)
 	p := statusPath.Child("loadBalancer", "ingress")
 	for i, ing := range newS.Status.LoadBalancer.Ingress {
@@ -413,7 +413,7 @@ func validateServiceStatusUpdate(newS, oldS *corev1.Service) field.ErrorList {
 	return allErrs
 }
 
-func validateEndpoints(e *corev1.Endpoints) field.ErrorList {
+func Endpoints(e *corev1.Endpoints) field.ErrorList {
 	allErrs := validateObjectMeta(&e.ObjectMeta, true, nameIsDNSSubdomain)
 	sp := field.NewPath("subsets")
 	for i := range e.Subsets {
@@ -468,7 +468,7 @@ const (
 	maxAddressesPerEP    = 100
 )
 
-func validateEndpointSlice(s *discoveryv1.EndpointSlice) field.ErrorList {
+func EndpointSlice(s *discoveryv1.EndpointSlice) field.ErrorList {
 	allErrs := validateObjectMeta(&s.ObjectMeta, true, nameIsDNSSubdomain)
 	at := field.NewPath("addressType")
 	types := []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6, discoveryv1.AddressTypeFQDN}
@@ -556,9 +556,9 @@ func validateSliceAddress(addr string, t discoveryv1.AddressType, fldPath *field
 	return nil
 }
 
-func validateEndpointSliceUpdate(newS, oldS *discoveryv1.EndpointSlice) field.ErrorList {
+func EndpointSliceUpdate(newS, oldS *discoveryv1.EndpointSlice) field.ErrorList {
 	allErrs := validateObjectMetaUpdate(&newS.ObjectMeta, &oldS.ObjectMeta)
-	allErrs = append(allErrs, validateEndpointSlice(newS)...)
+	allErrs = append(allErrs, EndpointSlice(newS)...)
 	allErrs = append(allErrs, validateImmutable(newS.AddressType, oldS.AddressType, field.NewPath("addressType"))...)
 	return allErrs
 }

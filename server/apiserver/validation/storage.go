@@ -80,7 +80,7 @@ func validatePVCSpec(spec *corev1.PersistentVolumeClaimSpec, fldPath *field.Path
 	return allErrs
 }
 
-func validatePVC(pvc *corev1.PersistentVolumeClaim) field.ErrorList {
+func PersistentVolumeClaim(pvc *corev1.PersistentVolumeClaim) field.ErrorList {
 	allErrs := validateObjectMeta(&pvc.ObjectMeta, true, nameIsDNSSubdomain)
 	return append(allErrs, validatePVCSpec(&pvc.Spec, specPath)...)
 }
@@ -89,7 +89,7 @@ func validatePVC(pvc *corev1.PersistentVolumeClaim) field.ErrorList {
 // ranges were enforced against it) except binding (volumeName, once),
 // growing the storage request of a bound claim, and the volume attributes
 // class.
-func validatePVCUpdate(newPVC, oldPVC *corev1.PersistentVolumeClaim) field.ErrorList {
+func PersistentVolumeClaimUpdate(newPVC, oldPVC *corev1.PersistentVolumeClaim) field.ErrorList {
 	allErrs := validateObjectMetaUpdate(&newPVC.ObjectMeta, &oldPVC.ObjectMeta)
 	allErrs = append(allErrs, validatePVCSpec(&newPVC.Spec, specPath)...)
 
@@ -121,7 +121,7 @@ func validatePVCUpdate(newPVC, oldPVC *corev1.PersistentVolumeClaim) field.Error
 	return allErrs
 }
 
-func validatePV(pv *corev1.PersistentVolume) field.ErrorList {
+func PersistentVolume(pv *corev1.PersistentVolume) field.ErrorList {
 	allErrs := validateObjectMeta(&pv.ObjectMeta, false, nameIsDNSSubdomain)
 	spec := &pv.Spec
 	allErrs = append(allErrs, validateAccessModes(spec.AccessModes, specPath.Child("accessModes"), "")...)
@@ -159,9 +159,9 @@ func validatePV(pv *corev1.PersistentVolume) field.ErrorList {
 
 // validatePVUpdate: the volume source, volume mode and (once set) node
 // affinity are fixed; capacity, reclaim policy, class, claimRef may change.
-func validatePVUpdate(newPV, oldPV *corev1.PersistentVolume) field.ErrorList {
+func PersistentVolumeUpdate(newPV, oldPV *corev1.PersistentVolume) field.ErrorList {
 	allErrs := validateObjectMetaUpdate(&newPV.ObjectMeta, &oldPV.ObjectMeta)
-	allErrs = append(allErrs, validatePV(newPV)...)
+	allErrs = append(allErrs, PersistentVolume(newPV)...)
 	if !apiequality.Semantic.DeepEqual(newPV.Spec.PersistentVolumeSource, oldPV.Spec.PersistentVolumeSource) {
 		allErrs = append(allErrs, field.Forbidden(specPath.Child("persistentvolumesource"), "spec.persistentvolumesource is immutable after creation"))
 	}
@@ -172,7 +172,7 @@ func validatePVUpdate(newPV, oldPV *corev1.PersistentVolume) field.ErrorList {
 	return allErrs
 }
 
-func validateStorageClass(sc *storagev1.StorageClass) field.ErrorList {
+func StorageClass(sc *storagev1.StorageClass) field.ErrorList {
 	allErrs := validateObjectMeta(&sc.ObjectMeta, false, nameIsDNSSubdomain)
 	pp := field.NewPath("provisioner")
 	if sc.Provisioner == "" {
@@ -224,9 +224,9 @@ func validateStorageClass(sc *storagev1.StorageClass) field.ErrorList {
 // validateStorageClassUpdate: a class is a contract with volumes already
 // provisioned from it, so only metadata and allowVolumeExpansion,
 // mountOptions and allowedTopologies may change.
-func validateStorageClassUpdate(newSC, oldSC *storagev1.StorageClass) field.ErrorList {
+func StorageClassUpdate(newSC, oldSC *storagev1.StorageClass) field.ErrorList {
 	allErrs := validateObjectMetaUpdate(&newSC.ObjectMeta, &oldSC.ObjectMeta)
-	allErrs = append(allErrs, validateStorageClass(newSC)...)
+	allErrs = append(allErrs, StorageClass(newSC)...)
 	if !apiequality.Semantic.DeepEqual(newSC.Parameters, oldSC.Parameters) {
 		allErrs = append(allErrs, field.Forbidden(field.NewPath("parameters"), "updates to parameters are forbidden."))
 	}

@@ -73,7 +73,7 @@ func validateLongRunningTemplate(t *corev1.PodTemplateSpec, kind string, templat
 	return errs
 }
 
-func validateDeployment(d *appsv1.Deployment) field.ErrorList {
+func Deployment(d *appsv1.Deployment) field.ErrorList {
 	allErrs := validateObjectMeta(&d.ObjectMeta, true, nameIsDNSSubdomain)
 	return append(allErrs, validateDeploymentSpec(&d.Spec, specPath)...)
 }
@@ -133,7 +133,7 @@ func validateControllerUpdate(newMeta, oldMeta *metav1.ObjectMeta, specErrs fiel
 	return append(allErrs, validateImmutable(newSel, oldSel, specPath.Child("selector"))...)
 }
 
-func validateDeploymentUpdate(newD, oldD *appsv1.Deployment) field.ErrorList {
+func DeploymentUpdate(newD, oldD *appsv1.Deployment) field.ErrorList {
 	return validateControllerUpdate(&newD.ObjectMeta, &oldD.ObjectMeta, validateDeploymentSpec(&newD.Spec, specPath), newD.Spec.Selector, oldD.Spec.Selector)
 }
 
@@ -174,7 +174,7 @@ func validateReplicaCountBounds(replicas, ready, available int32, readyMsg strin
 	return errs
 }
 
-func validateReplicaSet(rs *appsv1.ReplicaSet) field.ErrorList {
+func ReplicaSet(rs *appsv1.ReplicaSet) field.ErrorList {
 	allErrs := validateObjectMeta(&rs.ObjectMeta, true, nameIsDNSSubdomain)
 	return append(allErrs, validateReplicaSetSpec(&rs.Spec)...)
 }
@@ -188,7 +188,7 @@ func validateReplicaSetSpec(spec *appsv1.ReplicaSetSpec) field.ErrorList {
 	return allErrs
 }
 
-func validateReplicaSetUpdate(newRS, oldRS *appsv1.ReplicaSet) field.ErrorList {
+func ReplicaSetUpdate(newRS, oldRS *appsv1.ReplicaSet) field.ErrorList {
 	return validateControllerUpdate(&newRS.ObjectMeta, &oldRS.ObjectMeta, validateReplicaSetSpec(&newRS.Spec), newRS.Spec.Selector, oldRS.Spec.Selector)
 }
 
@@ -209,7 +209,7 @@ func validateReplicaSetStatus(s *appsv1.ReplicaSetStatus) field.ErrorList {
 		replicaCount{"fullyLabeledReplicas", s.FullyLabeledReplicas}, replicaCount{"readyReplicas", s.ReadyReplicas}, replicaCount{"availableReplicas", s.AvailableReplicas})...)
 }
 
-func validateStatefulSet(s *appsv1.StatefulSet) field.ErrorList {
+func StatefulSet(s *appsv1.StatefulSet) field.ErrorList {
 	allErrs := validateObjectMeta(&s.ObjectMeta, true, nameIsDNSSubdomain)
 	return append(allErrs, validateStatefulSetSpec(&s.Spec)...)
 }
@@ -299,7 +299,7 @@ func validateStatefulSetSpec(spec *appsv1.StatefulSetSpec) field.ErrorList {
 // validateStatefulSetUpdate: only the fields listed in upstream's message
 // may change; identity-defining ones (selector, serviceName,
 // volumeClaimTemplates, podManagementPolicy) are fixed for the set's life.
-func validateStatefulSetUpdate(newS, oldS *appsv1.StatefulSet) field.ErrorList {
+func StatefulSetUpdate(newS, oldS *appsv1.StatefulSet) field.ErrorList {
 	allErrs := validateObjectMetaUpdate(&newS.ObjectMeta, &oldS.ObjectMeta)
 	allErrs = append(allErrs, validateStatefulSetSpec(&newS.Spec)...)
 	a, b := newS.Spec.DeepCopy(), oldS.Spec.DeepCopy()
@@ -325,7 +325,7 @@ func validateStatefulSetStatus(s *appsv1.StatefulSetStatus) field.ErrorList {
 		replicaCount{"updatedReplicas", s.UpdatedReplicas}, replicaCount{"availableReplicas", s.AvailableReplicas})...)
 }
 
-func validateDaemonSet(d *appsv1.DaemonSet) field.ErrorList {
+func DaemonSet(d *appsv1.DaemonSet) field.ErrorList {
 	allErrs := validateObjectMeta(&d.ObjectMeta, true, nameIsDNSSubdomain)
 	return append(allErrs, validateDaemonSetSpec(&d.Spec)...)
 }
@@ -367,7 +367,7 @@ func validateDaemonSetSpec(spec *appsv1.DaemonSetSpec) field.ErrorList {
 	return allErrs
 }
 
-func validateDaemonSetUpdate(newD, oldD *appsv1.DaemonSet) field.ErrorList {
+func DaemonSetUpdate(newD, oldD *appsv1.DaemonSet) field.ErrorList {
 	return validateControllerUpdate(&newD.ObjectMeta, &oldD.ObjectMeta, validateDaemonSetSpec(&newD.Spec), newD.Spec.Selector, oldD.Spec.Selector)
 }
 
@@ -385,7 +385,7 @@ func validateDaemonSetStatus(s *appsv1.DaemonSetStatus) field.ErrorList {
 	return allErrs
 }
 
-func validateReplicationController(rc *corev1.ReplicationController) field.ErrorList {
+func ReplicationController(rc *corev1.ReplicationController) field.ErrorList {
 	allErrs := validateObjectMeta(&rc.ObjectMeta, true, nameIsDNSSubdomain)
 	return append(allErrs, validateReplicationControllerSpec(&rc.Spec)...)
 }
@@ -414,14 +414,14 @@ func validateReplicationControllerStatus(s *corev1.ReplicationControllerStatus) 
 	return validateReplicaSetCounters(s.Replicas, s.FullyLabeledReplicas, s.ReadyReplicas, s.AvailableReplicas, s.ObservedGeneration)
 }
 
-func validatePodTemplate(pt *corev1.PodTemplate) field.ErrorList {
+func PodTemplate(pt *corev1.PodTemplate) field.ErrorList {
 	allErrs := validateObjectMeta(&pt.ObjectMeta, true, nameIsDNSSubdomain)
 	return append(allErrs, validatePodTemplateSpec(&pt.Template, field.NewPath("template"), podSpecContext{})...)
 }
 
 // validateControllerRevision: a revision is a snapshot; its data is
 // mandatory, and immutable on update.
-func validateControllerRevision(cr *appsv1.ControllerRevision) field.ErrorList {
+func ControllerRevision(cr *appsv1.ControllerRevision) field.ErrorList {
 	allErrs := validateObjectMeta(&cr.ObjectMeta, true, nameIsDNSSubdomain)
 	if cr.Data.Raw == nil && cr.Data.Object == nil {
 		allErrs = append(allErrs, field.Required(field.NewPath("data"), "data is mandatory"))
@@ -430,9 +430,9 @@ func validateControllerRevision(cr *appsv1.ControllerRevision) field.ErrorList {
 	return allErrs
 }
 
-func validateControllerRevisionUpdate(newCR, oldCR *appsv1.ControllerRevision) field.ErrorList {
+func ControllerRevisionUpdate(newCR, oldCR *appsv1.ControllerRevision) field.ErrorList {
 	allErrs := validateObjectMetaUpdate(&newCR.ObjectMeta, &oldCR.ObjectMeta)
-	allErrs = append(allErrs, validateControllerRevision(newCR)...)
+	allErrs = append(allErrs, ControllerRevision(newCR)...)
 	if !rawExtensionEqual(newCR.Data, oldCR.Data) {
 		allErrs = append(allErrs, field.Invalid(field.NewPath("data"), newCR.Data, fieldImmutableMsg))
 	}
