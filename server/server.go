@@ -25,6 +25,7 @@ import (
 	"github.com/kelp-project/kelp/agent/kubelet"
 	"github.com/kelp-project/kelp/embedded/etcd"
 	"github.com/kelp-project/kelp/server/apiserver"
+	"github.com/kelp-project/kelp/server/apiserver/auth"
 	"github.com/kelp-project/kelp/server/controllers/nodelifecycle"
 	"github.com/kelp-project/kelp/server/pki"
 	"github.com/kelp-project/kelp/server/scheduler"
@@ -113,7 +114,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	api, err := apiserver.New(apiCtx, apiserver.Config{
 		Etcd:               e.Client,
-		Authenticators:     []apiserver.Authenticator{apiserver.TokenAuthenticator{token: {Name: "kelp-admin", Groups: []string{"system:masters"}}}},
+		Authenticators:     []auth.Authenticator{auth.TokenAuthenticator{token: {Name: "kelp-admin", Groups: []string{"system:masters"}}}},
 		ServiceCIDR:        cfg.ServiceCIDR,
 		NodePortRange:      cfg.ServiceNodePorts,
 		PublicAddress:      cfg.AdvertiseAddress,

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/kelp-project/kelp/server/apiserver/registry"
 	"github.com/kelp-project/kelp/server/apiserver/storage"
 )
 
@@ -116,21 +117,5 @@ func (s *Server) repairAllocations(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	inUse := map[string][]string{}
-	for _, item := range res.Items {
-		svc := item.(*corev1.Service)
-		owner := serviceOwner(svc)
-		if svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != corev1.ClusterIPNone {
-			inUse[owner] = append(inUse[owner], svc.Spec.ClusterIP)
-		}
-		for _, p := range svc.Spec.Ports {
-			if p.NodePort != 0 {
-				inUse[owner] = append(inUse[owner], fmt.Sprint(p.NodePort))
-			}
-		}
-		if svc.Spec.HealthCheckNodePort != 0 {
-			inUse[owner] = append(inUse[owner], fmt.Sprint(svc.Spec.HealthCheckNodePort))
-		}
-	}
-	return s.services.Repair(ctx, inUse)
+	return s.services.Repair(ctx, registry.ServiceAllocations(res.Items))
 }

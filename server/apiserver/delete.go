@@ -8,7 +8,8 @@ import (
 	"strconv"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
+	"github.com/kelp-project/kelp/server/apiserver/admission"
+	"github.com/kelp-project/kelp/server/apiserver/auth"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -101,12 +102,13 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, info requestInfo
 		s.writeError(w, r, err)
 		return
 	}
+	// As upstream: 202 only when the object stays and the client asked for
+	// its dependents to be deleted the old way (orphanDependents=false);
+	// graceful and finalizer-held deletions otherwise answer 200 with the
+	// object as it now is.
 	code := http.StatusOK
-	if !deleted {
+	if !deleted && opts.OrphanDependents != nil && !*opts.OrphanDependents {
 		code = http.StatusAccepted
-		if sv.GVR.Resource == "pods" || sv.GVR.Resource == "namespaces" {
-			code = http.StatusOK
-		}
 	}
 	s.writeResult(w, r, code, out, sv)
 }
@@ -123,17 +125,17 @@ func (s *Server) deleteObject(ctx context.Context, sv *served, namespace, name s
 		if err := checkPreconditions(sv.GroupResource(), name, acc, opts.Preconditions); err != nil {
 			return nil, err
 		}
-		attrs := &Attributes{Operation: "DELETE", Resource: sv.GVR, Namespace: namespace, Name: name, OldObject: cur, User: UserFrom(ctx), DryRun: dry}
-		if err := s.validateAdmission(ctx, attrs); err != nil {
+		attrs := &admission.Attributes{Operation: "DELETE", Resource: sv.GVR, Namespace: namespace, Name: name, OldObject: cur, User: auth.UserFrom(ctx), DryRun: dry}
+		if err := s.admission.Validate(ctx, attrs); err != nil {
 			return nil, err
 		}
-		return markDeleted(cur, opts), nil
+		return markDeleted(sv, cur, opts), nil
 	}, dry)
 	if err != nil {
 		return nil, false, err
 	}
 	if deleted {
-		s.released(ctx, sv, out, dry)
+		released(ctx, sv, out, dry)
 	}
 	return out, deleted, nil
 }
@@ -154,24 +156,14 @@ func checkPreconditions(gr schema.GroupResource, name string, acc metav1.Object,
 // markDeleted returns the object as it should be after this delete call.
 // The store removes the key when the result has deletionTimestamp set,
 // grace 0 and no finalizers.
-func markDeleted(cur runtime.Object, opts *metav1.DeleteOptions) runtime.Object {
+func markDeleted(sv *served, cur runtime.Object, opts *metav1.DeleteOptions) runtime.Object {
 	obj := cur.DeepCopyObject()
+	if sv.MarkDeleted != nil {
+		sv.MarkDeleted(obj)
+		return obj
+	}
 	acc, _ := meta.Accessor(obj)
 	now := metav1.Now()
-	zero := int64(0)
-
-	// Namespaces wait for their spec.finalizers (the namespace controller
-	// empties them after deleting the contents) before they can go.
-	if ns, ok := obj.(*corev1.Namespace); ok {
-		ns.Status.Phase = corev1.NamespaceTerminating
-		if ns.DeletionTimestamp == nil {
-			ns.DeletionTimestamp = &now
-		}
-		if len(ns.Spec.Finalizers) == 0 && len(ns.Finalizers) == 0 {
-			ns.DeletionGracePeriodSeconds = &zero
-		}
-		return ns
-	}
 
 	finalizers := acc.GetFinalizers()
 	policy := propagation(opts)
@@ -189,7 +181,10 @@ func markDeleted(cur runtime.Object, opts *metav1.DeleteOptions) runtime.Object 
 	}
 	acc.SetFinalizers(finalizers)
 
-	grace := gracePeriod(obj, opts)
+	grace := int64(0)
+	if sv.GracePeriod != nil {
+		grace = sv.GracePeriod(obj, opts)
+	}
 	if old := acc.GetDeletionGracePeriodSeconds(); acc.GetDeletionTimestamp() != nil && old != nil && *old < grace {
 		// A second delete may shorten the grace period, never extend it.
 		grace = *old
@@ -210,25 +205,6 @@ func ptrValue(p *int64) int64 {
 		return 1<<62 - 1
 	}
 	return *p
-}
-
-// gracePeriod is 0 except for pods that a kubelet may be running: those
-// get the requested or the pod's own terminationGracePeriodSeconds.
-func gracePeriod(obj runtime.Object, opts *metav1.DeleteOptions) int64 {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return 0
-	}
-	if pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-		return 0
-	}
-	if opts.GracePeriodSeconds != nil {
-		return *opts.GracePeriodSeconds
-	}
-	if pod.Spec.TerminationGracePeriodSeconds != nil {
-		return *pod.Spec.TerminationGracePeriodSeconds
-	}
-	return corev1.DefaultTerminationGracePeriodSeconds
 }
 
 // propagation resolves the policy: explicit, then orphanDependents, then

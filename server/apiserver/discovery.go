@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/kelp-project/kelp/server/apiserver/registry"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -98,29 +99,28 @@ type subresourceInfo struct {
 	name  string
 	verbs []string
 	gvk   schema.GroupVersionKind
+	kind  registry.SubresourceKind
 }
+
+// status and scale are every kind's that declares them; the rest are the
+// kind's own (registry.Subresource).
+const (
+	statusSubresource registry.SubresourceKind = -1 - iota
+	scaleSubresource
+)
 
 // subresourcesOf lists what serveSubresource implements for a resource.
 func subresourcesOf(sv *served) []subresourceInfo {
 	var out []subresourceInfo
 	rw := []string{"get", "patch", "update"}
 	if sv.Status {
-		out = append(out, subresourceInfo{"status", rw, schema.GroupVersionKind{Kind: sv.Kind}})
+		out = append(out, subresourceInfo{"status", rw, schema.GroupVersionKind{Kind: sv.Kind}, statusSubresource})
 	}
-	if sv.Scale {
-		out = append(out, subresourceInfo{"scale", rw, schema.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"}})
+	if sv.Scale != nil {
+		out = append(out, subresourceInfo{"scale", rw, schema.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"}, scaleSubresource})
 	}
-	switch sv.GVR.Resource {
-	case "pods":
-		if sv.GVR.Group == "" {
-			out = append(out, subresourceInfo{"binding", []string{"create"}, schema.GroupVersionKind{Kind: "Binding"}},
-				subresourceInfo{"log", []string{"get"}, schema.GroupVersionKind{Kind: "Pod"}},
-				subresourceInfo{"exec", []string{"create", "get"}, schema.GroupVersionKind{Kind: "PodExecOptions"}},
-				subresourceInfo{"attach", []string{"create", "get"}, schema.GroupVersionKind{Kind: "PodAttachOptions"}},
-				subresourceInfo{"portforward", []string{"create", "get"}, schema.GroupVersionKind{Kind: "PodPortForwardOptions"}})
-		}
-	case "namespaces":
-		out = append(out, subresourceInfo{"finalize", []string{"update"}, schema.GroupVersionKind{Kind: "Namespace"}})
+	for _, sub := range sv.Subresources {
+		out = append(out, subresourceInfo{sub.Name, sub.Verbs, sub.GVK, sub.Kind})
 	}
 	return out
 }

@@ -99,7 +99,7 @@ func knownBug(t *testing.T, format string, args ...any) {
 
 func resourceNamed(t testing.TB, resource string) *served {
 	t.Helper()
-	for _, r := range registry.All() {
+	for _, r := range registry.All(registry.Options{}) {
 		if r.GVR.Resource == resource {
 			return &served{Resource: r}
 		}
@@ -869,6 +869,7 @@ func FuzzDeleteOptions(f *testing.F) {
 		return protoOf(f, c)
 	}
 	zero := int64(0)
+	kinds := map[string]*served{"pods": resourceNamed(f, "pods"), "deployments": resourceNamed(f, "deployments"), "namespaces": resourceNamed(f, "namespaces")}
 	fg := metav1.DeletePropagationForeground
 	for _, s := range []struct {
 		body      []byte
@@ -952,9 +953,12 @@ func FuzzDeleteOptions(f *testing.F) {
 			t.Fatal("dryRun in the query was dropped")
 		}
 		// What the delete then does with the options.
-		for _, cur := range []runtime.Object{running, deploy, ns} {
-			out := markDeleted(cur, opts)
-			checkMarkedDeleted(t, cur, out, opts)
+		for _, cur := range []struct {
+			resource string
+			obj      runtime.Object
+		}{{"pods", running}, {"deployments", deploy}, {"namespaces", ns}} {
+			out := markDeleted(kinds[cur.resource], cur.obj, opts)
+			checkMarkedDeleted(t, cur.obj, out, opts)
 		}
 	})
 }

@@ -3,20 +3,13 @@ package apiserver
 import (
 	"net/http"
 	"strings"
+
+	"github.com/kelp-project/kelp/server/apiserver/auth"
 )
 
-// requestInfo is what a URL and method say about a resource request.
-type requestInfo struct {
-	IsResource  bool
-	Verb        string // get list watch create update patch delete deletecollection
-	Group       string
-	Version     string
-	Namespace   string
-	Resource    string
-	Name        string
-	Subresource string
-	Path        string
-}
+// requestInfo is what a URL and method say about a request; the
+// authorizers read the same attributes.
+type requestInfo = auth.Attributes
 
 // parseRequest reads /api/v1/... and /apis/<group>/<version>/... paths:
 //
@@ -40,7 +33,7 @@ func parseRequest(r *http.Request) requestInfo {
 	info.IsResource = true
 	// "namespaces/{ns}/{resource}..." is a namespaced request, but
 	// "namespaces/{name}" alone (or with /status, /finalize) is the
-	// namespace itself.
+	// namespace itself: the URL grammar upstream's RequestInfoFactory parses.
 	if parts[0] == "namespaces" && len(parts) >= 3 && parts[2] != "status" && parts[2] != "finalize" {
 		info.Namespace = parts[1]
 		parts = parts[2:]

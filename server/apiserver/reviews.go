@@ -3,6 +3,7 @@ package apiserver
 import (
 	"net/http"
 
+	"github.com/kelp-project/kelp/server/apiserver/auth"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,7 +18,7 @@ func (s *Server) review(w http.ResponseWriter, r *http.Request, sv *served) {
 		s.writeError(w, r, err)
 		return
 	}
-	u := UserFrom(r.Context())
+	u := auth.UserFrom(r.Context())
 	switch rev := obj.(type) {
 	case *authenticationv1.SelfSubjectReview:
 		rev.Status.UserInfo = authenticationv1.UserInfo{Username: u.Name, Groups: u.Groups}

@@ -1,8 +1,11 @@
 // Package apiserver is kelp's Kubernetes API server. A request passes, in
-// this order and each in its own file: authentication.go, authorization.go,
-// then for writes admission.go (mutating), validation (server/validation),
-// admission.go (validating), and finally storage (server/storage). Watch
-// events come back out of the storage's watch cache through watch.go.
+// this order: requestinfo.go, auth/ (authentication, then authorization),
+// negotiation.go (decoding), then for writes write.go/delete.go: the kind's
+// strategy (registry/: defaults, preparation), admission/ (mutating), the
+// strategy's validation (validation/), admission/ (validating), and finally
+// storage/. Watch events come back out of the storage's watch cache
+// through watch.go. The generic handlers name no kind: what differs by
+// kind is in registry/.
 package apiserver
 
 import (
@@ -10,6 +13,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
+	"reflect"
 	"runtime/debug"
 	"sort"
 	"strings"
@@ -19,11 +23,13 @@ import (
 	"github.com/sirupsen/logrus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/kelp-project/kelp/server/apiserver/admission"
 	"github.com/kelp-project/kelp/server/apiserver/allocator"
 	"github.com/kelp-project/kelp/server/apiserver/apply"
-	"github.com/kelp-project/kelp/server/apiserver/defaults"
+	"github.com/kelp-project/kelp/server/apiserver/auth"
 	"github.com/kelp-project/kelp/server/apiserver/openapi"
 	"github.com/kelp-project/kelp/server/apiserver/registry"
 	"github.com/kelp-project/kelp/server/apiserver/storage"
@@ -32,8 +38,8 @@ import (
 // Config is what the API server needs from the process that hosts it.
 type Config struct {
 	Etcd           *clientv3.Client
-	Authenticators []Authenticator
-	Authorizer     Authorizer
+	Authenticators []auth.Authenticator
+	Authorizer     auth.Authorizer
 	// ServiceCIDR and NodePortRange feed the Service allocators.
 	ServiceCIDR   string
 	NodePortRange string
@@ -55,8 +61,8 @@ type Config struct {
 // Server serves the Kubernetes API.
 type Server struct {
 	cfg            Config
-	authenticators []Authenticator
-	authorizer     Authorizer
+	authenticators []auth.Authenticator
+	authorizer     auth.Authorizer
 	resources      map[schema.GroupVersionResource]*served
 	byGroup        map[string][]*served // "group/version" -> resources
 	groupVersions  []schema.GroupVersion
@@ -67,8 +73,7 @@ type Server struct {
 	kubeletOnce    sync.Once
 	kubeletRT      http.RoundTripper
 	fields         *apply.Manager
-	mutating       []MutatingAdmission
-	validating     []ValidatingAdmission
+	admission      *admission.Chain
 }
 
 // served pairs a resource's declaration with its storage.
@@ -77,21 +82,37 @@ type served struct {
 	store objectStore
 }
 
+// subresource finds one of the kind's own subresources.
+func (sv *served) subresource(name string) (registry.Subresource, bool) {
+	for _, sub := range sv.Subresources {
+		if sub.Name == name {
+			return sub, true
+		}
+	}
+	return registry.Subresource{}, false
+}
+
 // New opens storage for every resource and prepares the handlers.
 func New(ctx context.Context, cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:            cfg,
-		authenticators: append([]Authenticator{certAuthenticator{}}, cfg.Authenticators...),
+		authenticators: append([]auth.Authenticator{auth.CertAuthenticator{}}, cfg.Authenticators...),
 		authorizer:     cfg.Authorizer,
 		resources:      map[schema.GroupVersionResource]*served{},
 		byGroup:        map[string][]*served{},
 	}
 	if s.authorizer == nil {
-		s.authorizer = adminAuthorizer{}
+		s.authorizer = auth.AdminAuthorizer{}
 	}
+	svc, err := allocator.NewServices(ctx, cfg.Etcd, cfg.ServiceCIDR, cfg.NodePortRange)
+	if err != nil {
+		return nil, err
+	}
+	s.services = svc
 	var stores []*storage.Store
 	var specs []openapi.Resource
-	for _, r := range registry.All() {
+	byType := map[reflect.Type]*registry.Resource{}
+	for _, r := range registry.All(registry.Options{Services: svc}) {
 		if r.Review {
 			s.serve(&served{Resource: r})
 			continue
@@ -115,20 +136,49 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		stores = append(stores, st)
 		s.serve(&served{Resource: r, store: st})
 		specs = append(specs, openapiResource(r))
+		byType[reflect.TypeOf(r.New())] = r
 	}
 	s.openapi = openapi.New(specs)
-	s.fields = apply.New(defaults.Apply)
-	svc, err := allocator.NewServices(ctx, cfg.Etcd, cfg.ServiceCIDR, cfg.NodePortRange)
-	if err != nil {
-		return nil, err
-	}
-	s.services = svc
+	// Server-side apply defaults what it merges with the kind's own rules.
+	s.fields = apply.New(func(obj runtime.Object) {
+		if r, ok := byType[reflect.TypeOf(obj)]; ok {
+			r.Default(obj)
+		}
+	})
 	s.compactor = &storage.Compactor{Client: cfg.Etcd, Interval: cfg.CompactionInterval, Stores: func() []*storage.Store { return stores }}
 	go s.compactor.Run(ctx)
-	s.mutating = []MutatingAdmission{serviceAccountDefault{},
-		defaultTolerationSeconds{notReady: cfg.DefaultNotReadyTolerationSeconds, unreachable: cfg.DefaultUnreachableTolerationSeconds}}
-	s.validating = []ValidatingAdmission{namespaceLifecycle{s: s}}
+	s.admission = admission.New(admission.Config{
+		Getter:                              s.getter,
+		DefaultNotReadyTolerationSeconds:    cfg.DefaultNotReadyTolerationSeconds,
+		DefaultUnreachableTolerationSeconds: cfg.DefaultUnreachableTolerationSeconds,
+	})
 	return s, nil
+}
+
+// getter reads a served resource for admission: the watch cache answers
+// almost every time; a miss asks etcd, as upstream's plugins do with their
+// informers and a live lookup.
+func (s *Server) getter(gvr schema.GroupVersionResource) admission.ObjectGetter {
+	return storeGetter{s: s, gvr: gvr}
+}
+
+type storeGetter struct {
+	s   *Server
+	gvr schema.GroupVersionResource
+}
+
+func (g storeGetter) Get(ctx context.Context, namespace, name string) (runtime.Object, error) {
+	sv, ok := g.s.resources[g.gvr]
+	if !ok {
+		return nil, fmt.Errorf("admission: %s is not served", g.gvr)
+	}
+	key := sv.store.Key(namespace, name)
+	if st, ok := sv.store.(*storage.Store); ok {
+		if obj, ok := st.Cached(key); ok {
+			return obj, nil
+		}
+	}
+	return sv.store.Get(ctx, key)
 }
 
 // Compactor exposes etcd compaction (tests and benchmarks trigger it).
@@ -168,17 +218,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		logrus.Debugf("%s %s (%s)", r.Method, r.URL, time.Since(start))
 	}()
 	info := parseRequest(r)
-	u, err := s.authenticate(r)
+	u, err := auth.Authenticate(s.authenticators, r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	if ok, _ := s.authorizer.Authorize(u, info); !ok {
 		gr := schema.GroupResource{Group: info.Group, Resource: info.Resource}
-		s.writeError(w, r, apierrors.NewForbidden(gr, info.Name, fmt.Errorf("%s", strings.TrimPrefix(forbiddenMessage(u, info), forbiddenPrefix(gr, info.Name)))))
+		s.writeError(w, r, apierrors.NewForbidden(gr, info.Name, fmt.Errorf("%s", strings.TrimPrefix(auth.ForbiddenMessage(u, info), forbiddenPrefix(gr, info.Name)))))
 		return
 	}
-	ctx := withUser(r.Context(), u)
+	ctx := auth.WithUser(r.Context(), u)
 	r = r.WithContext(ctx)
 	if !info.IsResource {
 		s.serveNonResource(w, r, info)
@@ -307,16 +357,4 @@ func (s *Server) Resources() []*registry.Resource {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].GVR.String() < out[j].GVR.String() })
 	return out
-}
-
-type userKey struct{}
-
-func withUser(ctx context.Context, u *User) context.Context {
-	return context.WithValue(ctx, userKey{}, u)
-}
-
-// UserFrom returns the authenticated user of a request context.
-func UserFrom(ctx context.Context) *User {
-	u, _ := ctx.Value(userKey{}).(*User)
-	return u
 }

@@ -8,8 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-var errUnauthorized = apierrors.NewUnauthorized("Unauthorized")
-
 // toStatus turns any error into the Status a client sees. Errors that are
 // not already API errors are internal errors (500).
 func toStatus(err error) *metav1.Status {

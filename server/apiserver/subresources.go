@@ -4,10 +4,11 @@ import (
 	"fmt"
 	"net/http"
 
-	appsv1 "k8s.io/api/apps/v1"
+	"github.com/kelp-project/kelp/server/apiserver/registry"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -35,23 +36,23 @@ func (s *Server) serveSubresource(w http.ResponseWriter, r *http.Request, info r
 		s.writeError(w, r, apierrors.NewMethodNotSupported(sv.GroupResource(), verb))
 		return
 	}
-	switch info.Subresource {
-	case "status":
+	switch found.kind {
+	case statusSubresource:
 		switch verb {
 		case "get":
 			s.get(w, r, info, sv)
 		case "update":
-			s.update(w, r, info, sv, "status")
+			s.update(w, r, info, sv, info.Subresource)
 		case "patch":
-			s.patch(w, r, info, sv, "status")
+			s.patch(w, r, info, sv, info.Subresource)
 		}
-	case "scale":
+	case scaleSubresource:
 		s.scale(w, r, info, sv)
-	case "binding":
+	case registry.SpecSubresource:
+		s.update(w, r, info, sv, info.Subresource)
+	case registry.BindingSubresource:
 		s.bind(w, r, info, sv)
-	case "finalize":
-		s.update(w, r, info, sv, "finalize")
-	case "log", "exec", "attach", "portforward":
+	case registry.KubeletSubresource:
 		s.proxyToKubelet(w, r, info, sv)
 	}
 }
@@ -59,20 +60,14 @@ func (s *Server) serveSubresource(w http.ResponseWriter, r *http.Request, info r
 // scaleOf presents a workload's replica count as an autoscaling/v1 Scale.
 // Its resourceVersion is the workload's, so a Scale write is a
 // compare-and-swap on the workload.
-func scaleOf(obj runtime.Object) (*autoscalingv1.Scale, error) {
-	var spec int32
-	var status int32
-	var sel *metav1.LabelSelector
-	var om metav1.ObjectMeta
-	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		spec, status, sel, om = ptrOr(o.Spec.Replicas, 1), o.Status.Replicas, o.Spec.Selector, o.ObjectMeta
-	case *appsv1.ReplicaSet:
-		spec, status, sel, om = ptrOr(o.Spec.Replicas, 1), o.Status.Replicas, o.Spec.Selector, o.ObjectMeta
-	case *appsv1.StatefulSet:
-		spec, status, sel, om = ptrOr(o.Spec.Replicas, 1), o.Status.Replicas, o.Spec.Selector, o.ObjectMeta
-	default:
-		return nil, fmt.Errorf("%T has no scale subresource", obj)
+func scaleOf(sv *served, obj runtime.Object) (*autoscalingv1.Scale, error) {
+	if sv.Scale == nil {
+		return nil, fmt.Errorf("%s has no scale subresource", sv.GVR.Resource)
+	}
+	spec, status, sel := sv.Scale.Replicas(obj)
+	om, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
 	}
 	selector := ""
 	if sel != nil {
@@ -82,29 +77,11 @@ func scaleOf(obj runtime.Object) (*autoscalingv1.Scale, error) {
 	}
 	return &autoscalingv1.Scale{
 		TypeMeta: metav1.TypeMeta{Kind: "Scale", APIVersion: "autoscaling/v1"},
-		ObjectMeta: metav1.ObjectMeta{Name: om.Name, Namespace: om.Namespace, UID: om.UID,
-			ResourceVersion: om.ResourceVersion, CreationTimestamp: om.CreationTimestamp},
+		ObjectMeta: metav1.ObjectMeta{Name: om.GetName(), Namespace: om.GetNamespace(), UID: om.GetUID(),
+			ResourceVersion: om.GetResourceVersion(), CreationTimestamp: om.GetCreationTimestamp()},
 		Spec:   autoscalingv1.ScaleSpec{Replicas: spec},
 		Status: autoscalingv1.ScaleStatus{Replicas: status, Selector: selector},
 	}, nil
-}
-
-func ptrOr(p *int32, d int32) int32 {
-	if p == nil {
-		return d
-	}
-	return *p
-}
-
-func setReplicas(obj runtime.Object, n int32) {
-	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		o.Spec.Replicas = &n
-	case *appsv1.ReplicaSet:
-		o.Spec.Replicas = &n
-	case *appsv1.StatefulSet:
-		o.Spec.Replicas = &n
-	}
 }
 
 func (s *Server) scale(w http.ResponseWriter, r *http.Request, info requestInfo, sv *served) {
@@ -114,7 +91,7 @@ func (s *Server) scale(w http.ResponseWriter, r *http.Request, info requestInfo,
 			s.writeError(w, r, err)
 			return
 		}
-		sc, err := scaleOf(obj)
+		sc, err := scaleOf(sv, obj)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -140,7 +117,7 @@ func (s *Server) scale(w http.ResponseWriter, r *http.Request, info requestInfo,
 	scaleGVK := autoscalingv1.SchemeGroupVersion.WithKind("Scale")
 	ctx := withWriteOptions(r.Context(), writeOptions{manager: manager})
 	out, err := s.updateObject(ctx, sv, info, "scale", func(cur runtime.Object) (runtime.Object, error) {
-		current, err := scaleOf(cur)
+		current, err := scaleOf(sv, cur)
 		if err != nil {
 			return nil, err
 		}
@@ -174,14 +151,14 @@ func (s *Server) scale(w http.ResponseWriter, r *http.Request, info requestInfo,
 			return nil, apierrors.NewConflict(sv.GroupResource(), info.Name, fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
 		}
 		obj := cur.DeepCopyObject()
-		setReplicas(obj, want.Spec.Replicas)
+		sv.Scale.SetReplicas(obj, want.Spec.Replicas)
 		return obj, nil
 	}, dry)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	sc, err := scaleOf(out)
+	sc, err := scaleOf(sv, out)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -189,8 +166,8 @@ func (s *Server) scale(w http.ResponseWriter, r *http.Request, info requestInfo,
 	s.writeObject(w, r, http.StatusOK, sc)
 }
 
-// bind assigns a pod to a node, as the scheduler does through
-// pods/binding. A pod is bound once: a second binding is a conflict.
+// bind assigns an object to a node, as the scheduler does through
+// pods/binding; the kind's strategy decides what that changes.
 func (s *Server) bind(w http.ResponseWriter, r *http.Request, info requestInfo, sv *served) {
 	dry, err := dryRun(r)
 	if err != nil {
@@ -216,42 +193,12 @@ func (s *Server) bind(w http.ResponseWriter, r *http.Request, info requestInfo, 
 			field.ErrorList{field.NotSupported(field.NewPath("target", "kind"), b.Target.Kind, []string{"Node", "<empty>"})}))
 		return
 	}
-	_, err = s.updateObject(r.Context(), sv, info, "binding", func(cur runtime.Object) (runtime.Object, error) {
-		pod := cur.DeepCopyObject().(*corev1.Pod)
-		if b.UID != "" && b.UID != pod.UID {
-			return nil, apierrors.NewConflict(sv.GroupResource(), info.Name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", b.UID, pod.UID))
-		}
-		if pod.DeletionTimestamp != nil {
-			return nil, apierrors.NewConflict(sv.GroupResource(), info.Name, fmt.Errorf("pod %s is being deleted, cannot be assigned to a host", pod.Name))
-		}
-		if pod.Spec.NodeName != "" {
-			return nil, apierrors.NewConflict(sv.GroupResource(), info.Name, fmt.Errorf("pod %s is already assigned to node %q", pod.Name, pod.Spec.NodeName))
-		}
-		pod.Spec.NodeName = b.Target.Name
-		for k, v := range b.Annotations {
-			if pod.Annotations == nil {
-				pod.Annotations = map[string]string{}
-			}
-			pod.Annotations[k] = v
-		}
-		setCondition(&pod.Status, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()})
-		return pod, nil
+	_, err = s.updateObject(r.Context(), sv, info, info.Subresource, func(cur runtime.Object) (runtime.Object, error) {
+		return sv.Bind(cur, b)
 	}, dry)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	s.writeObject(w, r, http.StatusCreated, &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess, Code: http.StatusCreated})
-}
-
-func setCondition(st *corev1.PodStatus, c corev1.PodCondition) {
-	for i := range st.Conditions {
-		if st.Conditions[i].Type == c.Type {
-			if st.Conditions[i].Status != c.Status {
-				st.Conditions[i] = c
-			}
-			return
-		}
-	}
-	st.Conditions = append(st.Conditions, c)
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,9 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/kelp-project/kelp/server/apiserver/defaults"
+	"github.com/kelp-project/kelp/server/apiserver/admission"
+	"github.com/kelp-project/kelp/server/apiserver/auth"
 	"github.com/kelp-project/kelp/server/apiserver/registry"
-	"github.com/kelp-project/kelp/server/apiserver/validation"
 )
 
 // dryRun reads the dryRun query parameter: only "All" exists.
@@ -87,25 +86,25 @@ func (s *Server) createObject(ctx context.Context, sv *served, namespace string,
 	if sv.Status && !sv.KeepStatusOnCreate {
 		registry.ResetStatus(obj)
 	}
-	defaults.Apply(obj)
+	sv.Default(obj)
 	if sv.PrepareForCreate != nil {
 		sv.PrepareForCreate(obj)
 	}
 	if wo := writeOptionsFrom(ctx); wo.manager != "" && !wo.applied {
 		obj = s.fields.Update(sv.GVK(), "", nil, obj, wo.manager)
 	}
-	attrs := &Attributes{Operation: "CREATE", Resource: sv.GVR, Namespace: acc.GetNamespace(), Name: acc.GetName(),
-		Object: obj, User: UserFrom(ctx), DryRun: dry}
-	if err := s.admit(ctx, attrs); err != nil {
+	attrs := &admission.Attributes{Operation: "CREATE", Resource: sv.GVR, Namespace: acc.GetNamespace(), Name: acc.GetName(),
+		Object: obj, User: auth.UserFrom(ctx), DryRun: dry}
+	if err := s.admission.Admit(ctx, attrs); err != nil {
 		return nil, err
 	}
-	if errs := validation.Validate(obj); len(errs) > 0 {
+	if errs := sv.Validate(obj); len(errs) > 0 {
 		return nil, apierrors.NewInvalid(sv.GVK().GroupKind(), acc.GetName(), errs)
 	}
-	if err := s.validateAdmission(ctx, attrs); err != nil {
+	if err := s.admission.Validate(ctx, attrs); err != nil {
 		return nil, err
 	}
-	release, err := s.allocate(ctx, sv, obj, nil, dry)
+	release, err := allocate(ctx, sv, obj, nil, dry)
 	if err != nil {
 		return nil, err
 	}
@@ -162,46 +161,42 @@ func (s *Server) updateObject(ctx context.Context, sv *served, info requestInfo,
 		if err != nil {
 			return nil, err
 		}
-		if err := s.prepareUpdate(sv, info, subresource, obj, cur); err != nil {
+		path := writePathOf(sv, subresource)
+		if err := s.prepareUpdate(sv, info, path, obj, cur); err != nil {
 			return nil, err
 		}
-		if wo := writeOptionsFrom(ctx); wo.manager != "" && !wo.applied && subresource != "binding" {
+		if wo := writeOptionsFrom(ctx); wo.manager != "" && !wo.applied && path != bindingPath {
 			obj = s.fields.Update(sv.GVK(), subresource, cur, obj, wo.manager)
 		}
 		acc, _ := meta.Accessor(obj)
-		attrs := &Attributes{Operation: "UPDATE", Resource: sv.GVR, Subresource: subresource, Namespace: info.Namespace,
-			Name: info.Name, Object: obj, OldObject: cur, User: UserFrom(ctx), DryRun: dry}
-		if err := s.admit(ctx, attrs); err != nil {
+		attrs := &admission.Attributes{Operation: "UPDATE", Resource: sv.GVR, Subresource: subresource, Namespace: info.Namespace,
+			Name: info.Name, Object: obj, OldObject: cur, User: auth.UserFrom(ctx), DryRun: dry}
+		if err := s.admission.Admit(ctx, attrs); err != nil {
 			return nil, err
 		}
 		var errs field.ErrorList
-		switch subresource {
-		case "status":
-			errs = validation.ValidateStatusUpdate(obj, cur)
-		case "binding":
-			// The Binding was validated; setting nodeName is the one spec
-			// change a pod allows, and only through here.
+		switch path {
+		case statusPath:
+			errs = sv.ValidateStatusUpdate(obj, cur)
+		case bindingPath:
+			// The Binding was validated, and the strategy's Bind made the
+			// one spec change it allows.
 		default:
-			errs = validation.ValidateUpdate(obj, cur)
+			errs = sv.ValidateUpdate(obj, cur)
 		}
 		if len(errs) > 0 {
 			return nil, apierrors.NewInvalid(sv.GVK().GroupKind(), acc.GetName(), errs)
 		}
-		if err := s.validateAdmission(ctx, attrs); err != nil {
+		if err := s.admission.Validate(ctx, attrs); err != nil {
 			return nil, err
 		}
-		release, err := s.allocate(ctx, sv, obj, cur, dry)
+		release, err := allocate(ctx, sv, obj, cur, dry)
 		if err != nil {
 			return nil, err
 		}
 		releases = append(releases, release)
-		// A terminating namespace whose finalizers are all gone is
-		// deleted by this write (storage removes objects whose deletion
-		// is complete). Set after validation: it is the server's doing,
-		// not a metadata change by the client.
-		if ns, ok := obj.(*corev1.Namespace); ok && ns.DeletionTimestamp != nil && len(ns.Spec.Finalizers) == 0 && len(ns.Finalizers) == 0 {
-			zero := int64(0)
-			ns.DeletionGracePeriodSeconds = &zero
+		if sv.BeforeStore != nil {
+			sv.BeforeStore(obj)
 		}
 		return obj, nil
 	}, dry)
@@ -212,14 +207,39 @@ func (s *Server) updateObject(ctx context.Context, sv *served, info requestInfo,
 		return nil, err
 	}
 	if deleted {
-		s.released(ctx, sv, out, dry)
+		released(ctx, sv, out, dry)
 	}
 	return out, nil
 }
 
+// writePath is which part of an object a write may change.
+type writePath int
+
+const (
+	mainPath    writePath = iota // the main endpoint and /scale: spec and metadata
+	statusPath                   // /status: status only
+	specPath                     // a SpecSubresource (namespaces/finalize): spec, never status
+	bindingPath                  // a BindingSubresource: what the strategy's Bind sets
+)
+
+func writePathOf(sv *served, subresource string) writePath {
+	if subresource == "status" {
+		return statusPath
+	}
+	if sub, ok := sv.subresource(subresource); ok {
+		switch sub.Kind {
+		case registry.SpecSubresource:
+			return specPath
+		case registry.BindingSubresource:
+			return bindingPath
+		}
+	}
+	return mainPath
+}
+
 // prepareUpdate carries system metadata over from the stored object and
 // applies the spec/status split and generation rules.
-func (s *Server) prepareUpdate(sv *served, info requestInfo, subresource string, obj, cur runtime.Object) error {
+func (s *Server) prepareUpdate(sv *served, info requestInfo, path writePath, obj, cur runtime.Object) error {
 	acc, err := meta.Accessor(obj)
 	if err != nil {
 		return apierrors.NewBadRequest(err.Error())
@@ -245,27 +265,41 @@ func (s *Server) prepareUpdate(sv *served, info requestInfo, subresource string,
 	acc.SetDeletionGracePeriodSeconds(old.GetDeletionGracePeriodSeconds())
 	acc.SetResourceVersion(old.GetResourceVersion())
 	acc.SetSelfLink("")
-	switch subresource {
-	case "status":
+	switch path {
+	case statusPath:
 		registry.CopySpec(obj, cur)
-	case "binding":
-		// A binding sets spec.nodeName and the PodScheduled condition.
-	case "finalize":
+	case bindingPath:
+		// The strategy's Bind changed what a binding may change.
+	case specPath:
 		registry.CopyStatus(obj, cur)
 	default:
 		if sv.Status {
 			registry.CopyStatus(obj, cur)
 		}
-		if _, ok := obj.(*corev1.Namespace); ok {
-			// spec.finalizers change only through /finalize.
-			registry.CopySpec(obj, cur)
+		if sv.PrepareForUpdate != nil {
+			sv.PrepareForUpdate(obj, cur)
 		}
 	}
-	// Carries allocated Service values over when the client omitted them.
-	defaults.ApplyUpdate(obj, cur)
+	sv.Default(obj)
 	acc.SetGeneration(old.GetGeneration())
-	if subresource != "status" && registry.SpecChanged(obj, cur) {
+	if path != statusPath && registry.SpecChanged(obj, cur) {
 		acc.SetGeneration(old.GetGeneration() + 1)
 	}
 	return nil
+}
+
+// allocate claims what the object needs beyond its key (a Service's IPs
+// and ports); the returned func gives back what this call claimed.
+func allocate(ctx context.Context, sv *served, obj, old runtime.Object, dry bool) (func(), error) {
+	if sv.Allocator == nil {
+		return func() {}, nil
+	}
+	return sv.Allocator.Allocate(ctx, obj, old, dry)
+}
+
+// released frees what a deleted object held.
+func released(ctx context.Context, sv *served, obj runtime.Object, dry bool) {
+	if sv.Allocator != nil {
+		sv.Allocator.Release(ctx, obj, dry)
+	}
 }

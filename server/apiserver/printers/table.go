@@ -255,3 +255,10 @@ func deref[T any](p *T) T {
 	}
 	return *p
 }
+
+// Has reports whether obj's kind has a printer of its own; kinds without
+// one get the generic table (Name, Created At).
+func Has(obj runtime.Object) bool {
+	p, _ := printerFor(obj)
+	return p != nil
+}

@@ -3,8 +3,61 @@ package registry
 import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kelp-project/kelp/server/apiserver/validation"
 )
+
+var coreEvents = gvr("", "v1", "events")
+
+// coreEventsResource is core/v1 Events, free-form on create and update.
+func coreEventsResource() *Resource {
+	return &Resource{
+		GVR: coreEvents, Kind: "Event", Singular: "event", ShortNames: []string{"ev"}, Namespaced: true,
+		New: func() runtime.Object { return &corev1.Event{} }, NewList: func() runtime.Object { return &corev1.EventList{} },
+		Fields: eventFields,
+		Strategy: Strategy{
+			Default:              NoDefaults,
+			Validate:             validator(validation.CoreEvent),
+			ValidateUpdate:       updateValidator(validation.CoreEventUpdate),
+			ValidateStatusUpdate: metaUpdate,
+		},
+	}
+}
+
+// eventsV1Resource is events.k8s.io/v1 Events, stored as core/v1 Events.
+func eventsV1Resource() *Resource {
+	return &Resource{
+		GVR: gvr("events.k8s.io", "v1", "events"), Kind: "Event", Singular: "event", ShortNames: []string{"ev"}, Namespaced: true,
+		StoredAs: &coreEvents, ToStorage: EventToCore, FromStorage: EventFromCore,
+		New: func() runtime.Object { return &eventsv1.Event{} }, NewList: func() runtime.Object { return &eventsv1.EventList{} },
+		Fields: func(o runtime.Object) fields.Set { return eventFields(EventToCore(o)) },
+		Strategy: Strategy{
+			Default:              NoDefaults,
+			Validate:             validator(validation.EventV1),
+			ValidateUpdate:       updateValidator(validation.EventV1Update),
+			ValidateStatusUpdate: metaUpdate,
+		},
+	}
+}
+
+func eventFields(o runtime.Object) fields.Set {
+	e := o.(*corev1.Event)
+	return fields.Set{
+		"involvedObject.kind":            e.InvolvedObject.Kind,
+		"involvedObject.namespace":       e.InvolvedObject.Namespace,
+		"involvedObject.name":            e.InvolvedObject.Name,
+		"involvedObject.uid":             string(e.InvolvedObject.UID),
+		"involvedObject.apiVersion":      e.InvolvedObject.APIVersion,
+		"involvedObject.resourceVersion": e.InvolvedObject.ResourceVersion,
+		"involvedObject.fieldPath":       e.InvolvedObject.FieldPath,
+		"reason":                         e.Reason,
+		"reportingComponent":             e.ReportingController,
+		"source":                         e.Source.Component,
+		"type":                           e.Type,
+	}
+}
 
 // The two Event APIs are one stored resource, as upstream: events.k8s.io/v1
 // Events are kept as core/v1 Events, so `kubectl describe` shows events

@@ -1,11 +1,19 @@
-// Package registry declares every resource the API server serves: its
-// names for discovery, its Go types, where it is stored, which fields can
-// be selected, and the upstream rules for spec, status and generation.
+// Package registry declares every resource the API server serves, one file
+// per kind or API group: its names for discovery, its Go types, where it
+// is stored, which fields can be selected, and its Strategy (defaulting,
+// validation, create/update preparation, hooks). resources.go lists them;
+// adding a kind is an entry there and the kind's file. The generic rules
+// for spec, status and generation are at the end of this file.
 package registry
 
 import (
+	"context"
+
 	"fmt"
 	"reflect"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -13,9 +21,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// Resource is one served resource.
+// Resource is one served resource: its names, scope, Go types, storage
+// and selectable fields, and its Strategy.
 type Resource struct {
 	GVR        schema.GroupVersionResource
 	Kind       string
@@ -32,7 +42,9 @@ type Resource struct {
 	// ignores status changes and /status ignores spec changes.
 	Status bool
 	// Scale: the resource has a /scale subresource (autoscaling/v1 Scale).
-	Scale bool
+	Scale *Scale
+	// Subresources are the kind's own subresources beyond status and scale.
+	Subresources []Subresource
 	// Verbs overrides the default verb set (e.g. create-only reviews).
 	Verbs []string
 	// StoragePrefix overrides /registry/<resource>/.
@@ -40,8 +52,6 @@ type Resource struct {
 	// KeepStatusOnCreate: status written on create is stored (nodes and
 	// events-like kinds); otherwise status starts empty, as upstream.
 	KeepStatusOnCreate bool
-	// PrepareForCreate runs after the generic metadata is filled in.
-	PrepareForCreate func(obj runtime.Object)
 	// StoredAs names the resource whose storage this one shares, with
 	// ToStorage and FromStorage converting between the two kinds.
 	StoredAs    *schema.GroupVersionResource
@@ -50,6 +60,101 @@ type Resource struct {
 	// Review marks a create-only resource that is answered, never stored
 	// (SelfSubjectAccessReview, SelfSubjectReview).
 	Review bool
+
+	Strategy
+}
+
+// Strategy is a kind's rules, as upstream's pkg/registry/<group>/<kind>/
+// strategy.go. The generic write path calls them and names no kind:
+//
+//	create: generic metadata, ResetStatus unless KeepStatusOnCreate,
+//	        Default, PrepareForCreate, mutating admission, Validate,
+//	        validating admission, Allocator.Allocate, storage.
+//	update: carried-over metadata, the spec/status split, PrepareForUpdate,
+//	        Default, generation, mutating admission, ValidateUpdate (or
+//	        ValidateStatusUpdate through /status), validating admission,
+//	        Allocator.Allocate, BeforeStore, storage.
+//	delete: validating admission, MarkDeleted or the generic marking with
+//	        GracePeriod, storage; Allocator.Release once the key is gone.
+//
+// Default, Validate, ValidateUpdate and ValidateStatusUpdate are required
+// (a test walks the registry); the rest are optional.
+type Strategy struct {
+	// Default fills upstream's defaults (server/apiserver/defaults);
+	// NoDefaults for kinds upstream has no defaulter for.
+	Default func(obj runtime.Object)
+	// Validate checks a new object, ValidateUpdate a write to the main
+	// endpoint, ValidateStatusUpdate a write to /status
+	// (server/apiserver/validation).
+	Validate             func(obj runtime.Object) field.ErrorList
+	ValidateUpdate       func(obj, old runtime.Object) field.ErrorList
+	ValidateStatusUpdate func(obj, old runtime.Object) field.ErrorList
+	// PrepareForCreate sets what the server owns on a new object (a pod's
+	// phase, a namespace's finalizer), after defaulting.
+	PrepareForCreate func(obj runtime.Object)
+	// PrepareForUpdate runs on writes to the main endpoint, before
+	// defaulting: fields that endpoint may not change are taken from old,
+	// values the server allocated are carried over when a client omits
+	// them.
+	PrepareForUpdate func(obj, old runtime.Object)
+	// BeforeStore makes server-owned changes after validation.
+	BeforeStore func(obj runtime.Object)
+	// Allocator claims and releases values outside the object (Service
+	// IPs and node ports).
+	Allocator Allocator
+	// GracePeriod is how long a deleted object lingers for its owner to
+	// confirm (a pod's kubelet); nil means it goes at once.
+	GracePeriod func(obj runtime.Object, opts *metav1.DeleteOptions) int64
+	// MarkDeleted replaces the generic deletion marking (finalizers,
+	// propagation, grace): a namespace waits for its spec.finalizers.
+	MarkDeleted func(obj runtime.Object)
+	// Bind assigns the object to a node (pods/binding).
+	Bind func(obj runtime.Object, b *corev1.Binding) (runtime.Object, error)
+	// GenericTable: upstream prints this kind with the generic table (Name,
+	// Created At). Every other kind has a printer in server/apiserver/printers.
+	GenericTable bool
+}
+
+// NoDefaults is the Default of kinds upstream does not default.
+func NoDefaults(runtime.Object) {}
+
+// Allocator claims what an object needs beyond its own key, and gives it
+// back. Allocate returns a func that releases what this call claimed, for
+// when the write fails afterwards.
+type Allocator interface {
+	Allocate(ctx context.Context, obj, old runtime.Object, dryRun bool) (release func(), err error)
+	Release(ctx context.Context, obj runtime.Object, dryRun bool)
+}
+
+// Scale presents a workload's replica count as an autoscaling/v1 Scale.
+type Scale struct {
+	Replicas    func(obj runtime.Object) (spec, status int32, selector *metav1.LabelSelector)
+	SetReplicas func(obj runtime.Object, n int32)
+}
+
+// SubresourceKind is how the API server serves a kind's subresource.
+type SubresourceKind int
+
+const (
+	// SpecSubresource is an update that may change the spec and never the
+	// status (namespaces/finalize).
+	SpecSubresource SubresourceKind = iota + 1
+	// BindingSubresource is a create of a core/v1 Binding (pods/binding),
+	// applied by Strategy.Bind.
+	BindingSubresource
+	// KubeletSubresource is answered by the kubelet of the object's node
+	// (pods/log, exec, attach, portforward).
+	KubeletSubresource
+)
+
+// Subresource is one subresource of a kind, as discovery lists it.
+type Subresource struct {
+	Name  string
+	Verbs []string
+	// GVK is the kind the subresource takes and returns; an empty Group
+	// and Version mean the parent's.
+	GVK  schema.GroupVersionKind
+	Kind SubresourceKind
 }
 
 // GroupResource names the resource for errors.
@@ -110,9 +215,9 @@ func (r *Resource) CheckFieldSelector(sel fields.Selector) error {
 	return nil
 }
 
-// field reads a top-level struct field (Spec, Status) by reflection; the
+// structField reads a top-level struct field (Spec, Status) by reflection; the
 // generic rules below apply to every kind that has one.
-func field(obj runtime.Object, name string) (reflect.Value, bool) {
+func structField(obj runtime.Object, name string) (reflect.Value, bool) {
 	v := reflect.ValueOf(obj)
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
 		return reflect.Value{}, false
@@ -124,15 +229,15 @@ func field(obj runtime.Object, name string) (reflect.Value, bool) {
 // HasSpec reports whether the kind has a spec, which decides whether it
 // tracks metadata.generation.
 func HasSpec(obj runtime.Object) bool {
-	_, ok := field(obj, "Spec")
+	_, ok := structField(obj, "Spec")
 	return ok
 }
 
 // SpecChanged compares everything a generation counts: spec, and for
 // kinds without one nothing.
 func SpecChanged(obj, old runtime.Object) bool {
-	a, ok := field(obj, "Spec")
-	b, _ := field(old, "Spec")
+	a, ok := structField(obj, "Spec")
+	b, _ := structField(old, "Spec")
 	return ok && !equality.Semantic.DeepEqual(a.Interface(), b.Interface())
 }
 
@@ -149,14 +254,14 @@ func CopySpec(obj, old runtime.Object) {
 
 // ResetStatus empties status, as upstream does on create for most kinds.
 func ResetStatus(obj runtime.Object) {
-	if f, ok := field(obj, "Status"); ok {
+	if f, ok := structField(obj, "Status"); ok {
 		f.Set(reflect.Zero(f.Type()))
 	}
 }
 
 func copyField(obj, old runtime.Object, name string) {
-	a, ok := field(obj, name)
-	b, ok2 := field(old, name)
+	a, ok := structField(obj, name)
+	b, ok2 := structField(old, name)
 	if ok && ok2 {
 		a.Set(b)
 	}

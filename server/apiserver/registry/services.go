@@ -1,4 +1,4 @@
-package apiserver
+package registry
 
 import (
 	"context"
@@ -7,14 +7,42 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/kelp-project/kelp/server/apiserver/allocator"
+	"github.com/kelp-project/kelp/server/apiserver/defaults"
+	"github.com/kelp-project/kelp/server/apiserver/validation"
 )
 
-// Services get their ClusterIP and NodePorts on the write path, after
-// validation and before storage, as upstream's service registry does.
+// services get their ClusterIP and NodePorts on the write path, after
+// validation and before storage, as upstream's service registry does;
+// allocated values a client omits on update are carried over.
+func services(alloc *allocator.Services) *Resource {
+	return &Resource{
+		GVR: gvr("", "v1", "services"), Kind: "Service", Singular: "service", ShortNames: []string{"svc"}, Categories: []string{"all"}, Namespaced: true,
+		New: func() runtime.Object { return &corev1.Service{} }, NewList: func() runtime.Object { return &corev1.ServiceList{} },
+		Status: true, Fields: func(o runtime.Object) fields.Set {
+			s := o.(*corev1.Service)
+			return fields.Set{"spec.clusterIP": s.Spec.ClusterIP, "spec.type": string(s.Spec.Type)}
+		},
+		Strategy: Strategy{
+			Default:              defaulter(defaults.Service),
+			Validate:             validator(validation.Service),
+			ValidateUpdate:       updateValidator(validation.ServiceUpdate),
+			ValidateStatusUpdate: updateValidator(validation.ServiceStatusUpdate),
+			PrepareForUpdate: func(obj, old runtime.Object) {
+				defaults.CarryAllocatedServiceValues(obj.(*corev1.Service), old.(*corev1.Service))
+			},
+			Allocator: serviceAllocator{alloc},
+		},
+	}
+}
+
+// serviceAllocator claims a Service's cluster IP and node ports, one etcd
+// key per value (server/apiserver/allocator).
+type serviceAllocator struct{ services *allocator.Services }
 
 func serviceOwner(svc *corev1.Service) string { return svc.Namespace + "/" + svc.Name }
 
@@ -22,13 +50,11 @@ func needsNodePorts(t corev1.ServiceType) bool {
 	return t == corev1.ServiceTypeNodePort || t == corev1.ServiceTypeLoadBalancer
 }
 
-// allocate claims what a Service needs. The returned func releases what
-// this call claimed, for when the write fails afterwards.
-func (s *Server) allocate(ctx context.Context, sv *served, obj, old runtime.Object, dry bool) (func(), error) {
-	svc, ok := obj.(*corev1.Service)
-	if !ok || dry {
+func (s serviceAllocator) Allocate(ctx context.Context, obj, old runtime.Object, dry bool) (func(), error) {
+	if dry {
 		return func() {}, nil
 	}
+	svc := obj.(*corev1.Service)
 	owner := serviceOwner(svc)
 	var ips []string
 	var ports []int
@@ -45,7 +71,7 @@ func (s *Server) allocate(ctx context.Context, sv *served, obj, old runtime.Obje
 		var allocated allocator.ErrAllocated
 		var outOfRange allocator.ErrOutOfRange
 		if errors.As(err, &allocated) || errors.As(err, &outOfRange) {
-			return func() {}, apierrors.NewInvalid(sv.GVK().GroupKind(), svc.Name, field.ErrorList{field.Invalid(path, value, err.Error())})
+			return func() {}, apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("Service").GroupKind(), svc.Name, field.ErrorList{field.Invalid(path, value, err.Error())})
 		}
 		return func() {}, apierrors.NewInternalError(fmt.Errorf("failed to allocate %s: %w", path, err))
 	}
@@ -107,12 +133,12 @@ func hadNodePort(svc *corev1.Service, port int32) bool {
 	return svc.Spec.HealthCheckNodePort == port
 }
 
-// released frees what a deleted Service held.
-func (s *Server) released(ctx context.Context, _ *served, obj runtime.Object, dry bool) {
-	svc, ok := obj.(*corev1.Service)
-	if !ok || dry {
+// Release frees what a deleted Service held.
+func (s serviceAllocator) Release(ctx context.Context, obj runtime.Object, dry bool) {
+	if dry {
 		return
 	}
+	svc := obj.(*corev1.Service)
 	ctx = context.WithoutCancel(ctx)
 	owner := serviceOwner(svc)
 	for _, ip := range svc.Spec.ClusterIPs {
@@ -129,4 +155,27 @@ func (s *Server) released(ctx context.Context, _ *served, obj runtime.Object, dr
 	if svc.Spec.HealthCheckNodePort != 0 {
 		s.services.ReleasePort(ctx, int(svc.Spec.HealthCheckNodePort), owner)
 	}
+}
+
+// ServiceAllocations lists, by owner, the cluster IPs and node ports the
+// given Services hold: the in-use set the allocators are repaired to at
+// start, freeing anything a crash left behind.
+func ServiceAllocations(items []runtime.Object) map[string][]string {
+	inUse := map[string][]string{}
+	for _, item := range items {
+		svc := item.(*corev1.Service)
+		owner := serviceOwner(svc)
+		if svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != corev1.ClusterIPNone {
+			inUse[owner] = append(inUse[owner], svc.Spec.ClusterIP)
+		}
+		for _, p := range svc.Spec.Ports {
+			if p.NodePort != 0 {
+				inUse[owner] = append(inUse[owner], fmt.Sprint(p.NodePort))
+			}
+		}
+		if svc.Spec.HealthCheckNodePort != 0 {
+			inUse[owner] = append(inUse[owner], fmt.Sprint(svc.Spec.HealthCheckNodePort))
+		}
+	}
+	return inUse
 }

@@ -1,9 +1,17 @@
-package apiserver
+// Package auth holds the head of the API server's request path: who sent a
+// request (authentication.go: client certificates, bearer tokens,
+// anonymous) and whether they may do it (authorization.go: the Authorizer
+// chain). The service-account token authenticator, RBAC and the Node
+// authorizer go here.
+package auth
 
 import (
+	"context"
 	"crypto/subtle"
 	"net/http"
 	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // User is an authenticated identity.
@@ -19,11 +27,11 @@ type Authenticator interface {
 	Authenticate(r *http.Request) (u *User, ok bool, err error)
 }
 
-// certAuthenticator trusts client certificates verified by the TLS layer
+// CertAuthenticator trusts client certificates verified by the TLS layer
 // against the cluster CA: CN is the user, O the groups.
-type certAuthenticator struct{}
+type CertAuthenticator struct{}
 
-func (certAuthenticator) Authenticate(r *http.Request) (*User, bool, error) {
+func (CertAuthenticator) Authenticate(r *http.Request) (*User, bool, error) {
 	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
 		return nil, false, nil
 	}
@@ -48,14 +56,15 @@ func (t TokenAuthenticator) Authenticate(r *http.Request) (*User, bool, error) {
 			return &user, true, nil
 		}
 	}
-	return nil, false, errUnauthorized
+	return nil, false, ErrUnauthorized
 }
 
 // anonymousPaths may be read without credentials, as upstream's
 // system:public-info-viewer role allows.
 var anonymousPaths = map[string]bool{"/healthz": true, "/livez": true, "/readyz": true, "/version": true}
 
-func anonymousAllowed(path string) bool {
+// AnonymousAllowed reports whether path is public.
+func AnonymousAllowed(path string) bool {
 	if anonymousPaths[path] {
 		return true
 	}
@@ -67,10 +76,14 @@ func anonymousAllowed(path string) bool {
 	return false
 }
 
-// authenticate runs the authenticators in order. Anonymous requests get
+// ErrUnauthorized is the 401 every failed authentication gets: which
+// check failed is not the client's business.
+var ErrUnauthorized = apierrors.NewUnauthorized("Unauthorized")
+
+// Authenticate runs the authenticators in order. Anonymous requests get
 // system:anonymous only for the public paths; everything else is 401.
-func (s *Server) authenticate(r *http.Request) (*User, error) {
-	for _, a := range s.authenticators {
+func Authenticate(chain []Authenticator, r *http.Request) (*User, error) {
+	for _, a := range chain {
 		u, ok, err := a.Authenticate(r)
 		if err != nil {
 			return nil, err
@@ -79,8 +92,21 @@ func (s *Server) authenticate(r *http.Request) (*User, error) {
 			return u, nil
 		}
 	}
-	if anonymousAllowed(r.URL.Path) {
+	if AnonymousAllowed(r.URL.Path) {
 		return &User{Name: "system:anonymous", Groups: []string{"system:unauthenticated"}}, nil
 	}
-	return nil, errUnauthorized
+	return nil, ErrUnauthorized
+}
+
+type userKey struct{}
+
+// WithUser records the authenticated user in a request's context.
+func WithUser(ctx context.Context, u *User) context.Context {
+	return context.WithValue(ctx, userKey{}, u)
+}
+
+// UserFrom returns the authenticated user of a request context.
+func UserFrom(ctx context.Context) *User {
+	u, _ := ctx.Value(userKey{}).(*User)
+	return u
 }

@@ -1,4 +1,4 @@
-package apiserver
+package auth
 
 import (
 	"fmt"
@@ -6,25 +6,39 @@ import (
 	"strings"
 )
 
-// Authorizer decides whether a user may perform a request. RBAC will be
-// another implementation of this same interface.
-type Authorizer interface {
-	Authorize(u *User, info requestInfo) (allowed bool, reason string)
+// Attributes are what a request asks to do: a verb on a resource (with
+// group, namespace, name and subresource) or on a non-resource path.
+type Attributes struct {
+	IsResource  bool
+	Verb        string // get list watch create update patch delete deletecollection
+	Group       string
+	Version     string
+	Namespace   string
+	Resource    string
+	Name        string
+	Subresource string
+	Path        string
 }
 
-// adminAuthorizer allows cluster admins (system:masters) and kelp's own
+// Authorizer decides whether a user may perform a request. RBAC and the
+// Node authorizer will be further implementations, chained in order.
+type Authorizer interface {
+	Authorize(u *User, a Attributes) (allowed bool, reason string)
+}
+
+// AdminAuthorizer allows cluster admins (system:masters) and kelp's own
 // components, whose identities are fixed by their client certificates.
 // Everyone else is denied until RBAC exists.
-type adminAuthorizer struct{}
+type AdminAuthorizer struct{}
 
 var componentUsers = []string{"system:kube-controller-manager", "system:kube-scheduler", "system:kube-proxy"}
 
-func (adminAuthorizer) Authorize(u *User, info requestInfo) (bool, string) {
+func (AdminAuthorizer) Authorize(u *User, info Attributes) (bool, string) {
 	if slices.Contains(u.Groups, "system:masters") || slices.Contains(componentUsers, u.Name) ||
 		(strings.HasPrefix(u.Name, "system:node:") && slices.Contains(u.Groups, "system:nodes")) {
 		return true, ""
 	}
-	if !info.IsResource && anonymousAllowed(info.Path) {
+	if !info.IsResource && AnonymousAllowed(info.Path) {
 		return true, ""
 	}
 	// Discovery and OpenAPI are readable by any authenticated user, as
@@ -35,8 +49,8 @@ func (adminAuthorizer) Authorize(u *User, info requestInfo) (bool, string) {
 	return false, "only cluster administrators are authorized"
 }
 
-// forbiddenMessage is upstream's 403 text.
-func forbiddenMessage(u *User, info requestInfo) string {
+// ForbiddenMessage is upstream's 403 text.
+func ForbiddenMessage(u *User, info Attributes) string {
 	if !info.IsResource {
 		return fmt.Sprintf("forbidden: User %q cannot %s path %q", u.Name, info.Verb, info.Path)
 	}

@@ -1,0 +1,105 @@
+// Package admission holds the API server's admission plugins and the two
+// chains they form: mutating plugins run after defaulting and before
+// validation, validating plugins after validation and before storage, as
+// in kube-apiserver. A plugin reads other objects through an ObjectGetter
+// (a lister over the API server's watch caches), never through storage.
+package admission
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kelp-project/kelp/server/apiserver/auth"
+)
+
+// Attributes describe a write for admission.
+type Attributes struct {
+	Operation   string // CREATE, UPDATE, DELETE
+	Resource    schema.GroupVersionResource
+	Subresource string
+	Namespace   string
+	Name        string
+	Object      runtime.Object
+	OldObject   runtime.Object
+	User        *auth.User
+	DryRun      bool
+}
+
+// Mutating may change the object before validation.
+type Mutating interface {
+	Admit(ctx context.Context, a *Attributes) error
+}
+
+// Validating may reject the object after validation.
+type Validating interface {
+	Validate(ctx context.Context, a *Attributes) error
+}
+
+// ObjectGetter reads one object of a resource, from the watch cache when
+// it has it and from storage otherwise (an object created a moment ago may
+// not have reached the cache).
+type ObjectGetter interface {
+	Get(ctx context.Context, namespace, name string) (runtime.Object, error)
+}
+
+// Config is what the built-in plugins need.
+type Config struct {
+	// Getter returns the ObjectGetter of a served resource.
+	Getter func(schema.GroupVersionResource) ObjectGetter
+	// Default*TolerationSeconds bound how long new pods tolerate the
+	// not-ready and unreachable taints (upstream: 300 each).
+	DefaultNotReadyTolerationSeconds    int64
+	DefaultUnreachableTolerationSeconds int64
+}
+
+// Chain is the admission plugins in the order kube-apiserver runs them.
+type Chain struct {
+	mutating   []Mutating
+	validating []Validating
+}
+
+// New builds the chain of built-in plugins.
+func New(cfg Config) *Chain {
+	return &Chain{
+		mutating: []Mutating{serviceAccount{},
+			defaultTolerationSeconds{notReady: cfg.DefaultNotReadyTolerationSeconds, unreachable: cfg.DefaultUnreachableTolerationSeconds}},
+		validating: []Validating{namespaceLifecycle{namespaces: cfg.Getter(namespacesResource)}},
+	}
+}
+
+// Admit runs the mutating plugins.
+func (c *Chain) Admit(ctx context.Context, a *Attributes) error {
+	for _, m := range c.mutating {
+		if err := m.Admit(ctx, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Validate runs the validating plugins.
+func (c *Chain) Validate(ctx context.Context, a *Attributes) error {
+	for _, v := range c.validating {
+		if err := v.Validate(ctx, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// creatingPod returns the pod a top-level pod create carries.
+func creatingPod(a *Attributes) (*corev1.Pod, bool) {
+	if a.Operation != "CREATE" || a.Resource.GroupResource() != podsResource.GroupResource() || a.Subresource != "" {
+		return nil, false
+	}
+	p, ok := a.Object.(*corev1.Pod)
+	return p, ok
+}
+
+var (
+	podsResource       = corev1.SchemeGroupVersion.WithResource("pods")
+	namespacesResource = corev1.SchemeGroupVersion.WithResource("namespaces")
+)

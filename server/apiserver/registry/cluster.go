@@ -1,0 +1,81 @@
+package registry
+
+import (
+	coordinationv1 "k8s.io/api/coordination/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kelp-project/kelp/server/apiserver/defaults"
+	"github.com/kelp-project/kelp/server/apiserver/validation"
+)
+
+// The one- and two-kind groups: coordination, discovery, policy,
+// networking and storage.
+
+func leases() *Resource {
+	return &Resource{
+		GVR: gvr("coordination.k8s.io", "v1", "leases"), Kind: "Lease", Singular: "lease", Namespaced: true,
+		New: func() runtime.Object { return &coordinationv1.Lease{} }, NewList: func() runtime.Object { return &coordinationv1.LeaseList{} },
+		Strategy: plainStrategy(NoDefaults, validator(validation.Lease)),
+	}
+}
+
+func endpointSlices() *Resource {
+	return &Resource{
+		GVR: gvr("discovery.k8s.io", "v1", "endpointslices"), Kind: "EndpointSlice", Singular: "endpointslice", Namespaced: true,
+		New: func() runtime.Object { return &discoveryv1.EndpointSlice{} }, NewList: func() runtime.Object { return &discoveryv1.EndpointSliceList{} },
+		Strategy: Strategy{
+			Default:              defaulter(defaults.EndpointSlice),
+			Validate:             validator(validation.EndpointSlice),
+			ValidateUpdate:       updateValidator(validation.EndpointSliceUpdate),
+			ValidateStatusUpdate: metaUpdate,
+		},
+	}
+}
+
+func podDisruptionBudgets() *Resource {
+	return &Resource{
+		GVR: gvr("policy", "v1", "poddisruptionbudgets"), Kind: "PodDisruptionBudget", Singular: "poddisruptionbudget", ShortNames: []string{"pdb"}, Namespaced: true,
+		New: func() runtime.Object { return &policyv1.PodDisruptionBudget{} }, NewList: func() runtime.Object { return &policyv1.PodDisruptionBudgetList{} },
+		Status: true,
+		Strategy: Strategy{
+			Default:              NoDefaults,
+			Validate:             validator(validation.PodDisruptionBudget),
+			ValidateUpdate:       genericUpdate(validator(validation.PodDisruptionBudget)),
+			ValidateStatusUpdate: updateValidator(validation.PodDisruptionBudgetStatusUpdate),
+		},
+	}
+}
+
+func ingresses() *Resource {
+	return &Resource{
+		GVR: gvr("networking.k8s.io", "v1", "ingresses"), Kind: "Ingress", Singular: "ingress", ShortNames: []string{"ing"}, Namespaced: true,
+		New: func() runtime.Object { return &networkingv1.Ingress{} }, NewList: func() runtime.Object { return &networkingv1.IngressList{} },
+		Status:   true,
+		Strategy: plainStrategy(NoDefaults, validator(validation.Ingress)),
+	}
+}
+
+func networkPolicies() *Resource {
+	return &Resource{
+		GVR: gvr("networking.k8s.io", "v1", "networkpolicies"), Kind: "NetworkPolicy", Singular: "networkpolicy", ShortNames: []string{"netpol"}, Namespaced: true,
+		New: func() runtime.Object { return &networkingv1.NetworkPolicy{} }, NewList: func() runtime.Object { return &networkingv1.NetworkPolicyList{} },
+		Strategy: plainStrategy(defaulter(defaults.NetworkPolicy), validator(validation.NetworkPolicy)),
+	}
+}
+
+func storageClasses() *Resource {
+	return &Resource{
+		GVR: gvr("storage.k8s.io", "v1", "storageclasses"), Kind: "StorageClass", Singular: "storageclass", ShortNames: []string{"sc"},
+		New: func() runtime.Object { return &storagev1.StorageClass{} }, NewList: func() runtime.Object { return &storagev1.StorageClassList{} },
+		Strategy: Strategy{
+			Default:              defaulter(defaults.StorageClass),
+			Validate:             validator(validation.StorageClass),
+			ValidateUpdate:       updateValidator(validation.StorageClassUpdate),
+			ValidateStatusUpdate: metaUpdate,
+		},
+	}
+}

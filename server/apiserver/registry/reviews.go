@@ -1,0 +1,28 @@
+package registry
+
+import (
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// The self-reviews (`kubectl auth whoami`, `kubectl auth can-i`) are
+// create-only and answered from the request's own authentication and
+// authorization; nothing is stored, so they have no strategy.
+
+func selfSubjectReviews() *Resource {
+	return &Resource{
+		GVR: gvr("authentication.k8s.io", "v1", "selfsubjectreviews"), Kind: "SelfSubjectReview", Singular: "selfsubjectreview",
+		Review: true, Verbs: []string{"create"},
+		New: func() runtime.Object { return &authenticationv1.SelfSubjectReview{} }, NewList: func() runtime.Object { return &metav1.List{} },
+	}
+}
+
+func selfSubjectAccessReviews() *Resource {
+	return &Resource{
+		GVR: gvr("authorization.k8s.io", "v1", "selfsubjectaccessreviews"), Kind: "SelfSubjectAccessReview", Singular: "selfsubjectaccessreview",
+		Review: true, Verbs: []string{"create"},
+		New: func() runtime.Object { return &authorizationv1.SelfSubjectAccessReview{} }, NewList: func() runtime.Object { return &metav1.List{} },
+	}
+}
