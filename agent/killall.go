@@ -12,12 +12,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/nftables"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
 	"github.com/kelp-project/kelp/embedded/containerd"
 	"github.com/kelp-project/kelp/netplane/bridge"
+	"github.com/kelp-project/kelp/netplane/nft"
 	"github.com/kelp-project/kelp/netplane/proxy"
 	"github.com/kelp-project/kelp/runtime"
 )
@@ -63,7 +63,9 @@ func KillAll(ctx context.Context, cfg Config) error {
 	if err := destroyNetwork(agentDir, runDir, cfg.ClusterCIDR); err != nil {
 		errs = append(errs, err)
 	}
-	dropEmptyTable()
+	if err := nft.DropIfEmpty(""); err != nil {
+		errs = append(errs, err)
+	}
 	if cfg.CgroupRoot != "" {
 		removeCgroups(cfg.CgroupRoot)
 	}
@@ -87,31 +89,6 @@ func mountsUnder(dir string) bool {
 		}
 	}
 	return false
-}
-
-// dropEmptyTable deletes nftables table `ip kelp` once the proxy and the
-// bridge have removed their chains from it; a table someone still uses
-// stays.
-func dropEmptyTable() {
-	conn, err := nftables.New()
-	if err != nil {
-		return
-	}
-	chains, err := conn.ListChainsOfTableFamily(nftables.TableFamilyIPv4)
-	if err != nil {
-		return
-	}
-	for _, c := range chains {
-		if c.Table.Name == bridge.NFTTable {
-			return
-		}
-	}
-	sets, _ := conn.GetSets(&nftables.Table{Name: bridge.NFTTable, Family: nftables.TableFamilyIPv4})
-	if len(sets) > 0 {
-		return
-	}
-	conn.DelTable(&nftables.Table{Name: bridge.NFTTable, Family: nftables.TableFamilyIPv4})
-	_ = conn.Flush()
 }
 
 func answers(sock string) bool {

@@ -19,6 +19,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/kelp-project/kelp/netplane/nft"
 )
 
 // Every root test runs its "node" in a fresh network namespace pinned in
@@ -480,7 +482,7 @@ func TestMasqueradeRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	table := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: "kelp"}
+	table := nft.Table()
 
 	n.newBridge(n.config("10.42.8.0/24"))
 	// Another component's chain in the same table must survive New.
@@ -495,7 +497,7 @@ func TestMasqueradeRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tables) != 1 || tables[0].Name != "kelp" || tables[0].Family != nftables.TableFamilyIPv4 {
+	if len(tables) != 1 || tables[0].Name != nft.TableName || tables[0].Family != nft.Family {
 		t.Fatalf("tables in node netns: %+v", tables)
 	}
 	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyIPv4)
@@ -604,11 +606,11 @@ func TestDestroy(t *testing.T) {
 	ns, _ := netns.GetFromPath(n.nsPath)
 	defer ns.Close()
 	c, _ := nftables.New(nftables.WithNetNSFd(int(ns)))
-	table := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: "kelp"}
+	table := nft.Table()
 	if _, err := c.ListChain(table, NFTPostroutingChain); err == nil {
 		t.Fatal("masquerade chain survived Destroy")
 	}
-	if _, err := c.ListTableOfFamily("kelp", nftables.TableFamilyIPv4); err != nil {
+	if _, err := c.ListTableOfFamily(nft.TableName, nft.Family); err != nil {
 		t.Fatalf("Destroy removed the shared kelp table: %v", err)
 	}
 }
