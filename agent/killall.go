@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-	"golang.org/x/sys/unix"
 
 	"github.com/kelp-project/kelp/embedded/containerd"
 	"github.com/kelp-project/kelp/netplane/bridge"
@@ -24,8 +22,9 @@ import (
 
 // KillAll stops everything the agent leaves running when kelp stops (the
 // data plane outlives kelp by design): every container, the supervised
-// containerd, the pod network (netns pins, veths, cni0 and kelp's
-// nftables chain) and the pod cgroups. `kelp killall` runs it, for
+// containerd, the pod network and service rules (each netplane
+// component's Cleanup, then table ip kelp if that left it empty) and the
+// pod cgroups. `kelp killall` runs it, for
 // uninstalling and for tests; nothing outside kelp's own objects is
 // touched.
 func KillAll(ctx context.Context, cfg Config) error {
@@ -57,10 +56,12 @@ func KillAll(ctx context.Context, cfg Config) error {
 			}
 		}
 	}
+	// Each netplane component removes its own objects; table ip kelp goes
+	// once none of them has anything left in it.
 	if err := proxy.Cleanup(""); err != nil {
 		errs = append(errs, err)
 	}
-	if err := destroyNetwork(agentDir, runDir, cfg.ClusterCIDR); err != nil {
+	if err := bridge.Cleanup(bridge.Config{StateDir: filepath.Join(agentDir, "ipam"), NetNSDir: filepath.Join(runDir, "netns")}); err != nil {
 		errs = append(errs, err)
 	}
 	if err := nft.DropIfEmpty(""); err != nil {
@@ -98,33 +99,6 @@ func answers(sock string) bool {
 	}
 	c.Close()
 	return true
-}
-
-func destroyNetwork(agentDir, runDir, clusterCIDR string) error {
-	stateDir := filepath.Join(agentDir, "ipam")
-	var st struct {
-		PodCIDR string `json:"podCIDR"`
-	}
-	if b, err := os.ReadFile(filepath.Join(stateDir, "ipam.json")); err == nil {
-		_ = json.Unmarshal(b, &st)
-	}
-	netnsDir := filepath.Join(runDir, "netns")
-	if st.PodCIDR != "" {
-		if clusterCIDR == "" {
-			clusterCIDR = "10.42.0.0/16"
-		}
-		b, err := bridge.New(bridge.Config{PodCIDR: st.PodCIDR, ClusterCIDR: clusterCIDR, StateDir: stateDir, NetNSDir: netnsDir})
-		if err != nil {
-			return err
-		}
-		defer b.Close()
-		if err := b.Destroy(); err != nil {
-			return err
-		}
-	}
-	// The pin directory is a shared bind mount of itself, as /run/netns.
-	_ = unix.Unmount(netnsDir, unix.MNT_DETACH)
-	return os.RemoveAll(netnsDir)
 }
 
 // removeCgroups removes root and everything below it in every cgroup v1
