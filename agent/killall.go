@@ -14,8 +14,8 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/kelp-project/kelp/embedded/containerd"
-	"github.com/kelp-project/kelp/netplane/bridge"
 	"github.com/kelp-project/kelp/netplane/nft"
+	"github.com/kelp-project/kelp/netplane/nodenet"
 	"github.com/kelp-project/kelp/netplane/proxy"
 	"github.com/kelp-project/kelp/runtime"
 )
@@ -61,7 +61,7 @@ func KillAll(ctx context.Context, cfg Config) error {
 	if err := proxy.Cleanup(""); err != nil {
 		errs = append(errs, err)
 	}
-	if err := bridge.Cleanup(bridge.Config{StateDir: filepath.Join(agentDir, "ipam"), NetNSDir: filepath.Join(runDir, "netns")}); err != nil {
+	if err := nodenet.Cleanup(nodenet.Options{AgentDir: agentDir, RunDir: runDir}); err != nil {
 		errs = append(errs, err)
 	}
 	if err := nft.DropIfEmpty(""); err != nil {
