@@ -163,7 +163,7 @@ func startNetplane(ctx context.Context, cfg Config, client kubernetes.Interface)
 				logrus.WithError(err).Error("cluster DNS stopped")
 			}
 		}()
-		go publishDNSEndpoint(ctx, client, cfg.NodeName, cfg.NodeIP, int32(port))
+		go dns.PublishEndpoint(ctx, client, cfg.NodeName, cfg.NodeIP, int32(port))
 	}
 	factory.Start(ctx.Done())
 	return nil
