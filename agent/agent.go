@@ -25,8 +25,8 @@ import (
 
 	"github.com/kelp-project/kelp/agent/kubelet"
 	"github.com/kelp-project/kelp/embedded/containerd"
-	"github.com/kelp-project/kelp/netplane/bridge"
 	"github.com/kelp-project/kelp/netplane/dns"
+	"github.com/kelp-project/kelp/netplane/nodenet"
 	"github.com/kelp-project/kelp/netplane/proxy"
 	"github.com/kelp-project/kelp/runtime"
 )
@@ -59,6 +59,9 @@ type Config struct {
 	DNSPort int
 	// DisableProxy and DisableDNS leave services and DNS to something else.
 	DisableProxy, DisableDNS bool
+	// NodeNetwork names the pod network backend (k3s's --flannel-backend;
+	// netplane/nodenet lists them). Empty means nodenet.Default, "bridge".
+	NodeNetwork string
 }
 
 // Run runs the agent until ctx ends. containerd and the pods keep running
@@ -68,6 +71,11 @@ func Run(ctx context.Context, cfg Config, rc *rest.Config) error {
 	runDir := cfg.RunDir
 	if runDir == "" {
 		runDir = "/run/kelp"
+	}
+	// Checked first: a wrong name fails before anything is started.
+	nodeNet, err := nodenet.Lookup(cfg.NodeNetwork)
+	if err != nil {
+		return fmt.Errorf("--flannel-backend: %w", err)
 	}
 	if err := os.MkdirAll(filepath.Join(agentDir, "images"), 0o755); err != nil {
 		return err
@@ -116,8 +124,7 @@ func Run(ctx context.Context, cfg Config, rc *rest.Config) error {
 		CgroupRoot: cfg.CgroupRoot, LogRoot: cfg.LogRoot, CrashLoopMaxBackoff: cfg.CrashLoopMaxBackoff,
 		KubeletPort: cfg.KubeletPort, ClientCA: clientCA,
 		NewNetwork: func(podCIDR string) (kubelet.Network, error) {
-			return bridge.New(bridge.Config{PodCIDR: podCIDR, ClusterCIDR: cfg.ClusterCIDR,
-				StateDir: filepath.Join(agentDir, "ipam"), NetNSDir: filepath.Join(runDir, "netns")})
+			return nodeNet.New(nodenet.Options{PodCIDR: podCIDR, ClusterCIDR: cfg.ClusterCIDR, AgentDir: agentDir, RunDir: runDir})
 		},
 	}, client, rt, recorder)
 	logrus.Infof("agent: node %s, containerd at %s", cfg.NodeName, address)
@@ -156,7 +163,7 @@ func startNetplane(ctx context.Context, cfg Config, client kubernetes.Interface)
 				logrus.WithError(err).Error("cluster DNS stopped")
 			}
 		}()
-		go publishDNSEndpoint(ctx, client, cfg.NodeName, cfg.NodeIP, int32(port))
+		go dns.PublishEndpoint(ctx, client, cfg.NodeName, cfg.NodeIP, int32(port))
 	}
 	factory.Start(ctx.Done())
 	return nil

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -12,20 +11,20 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/nftables"
 	"github.com/sirupsen/logrus"
-	"golang.org/x/sys/unix"
 
 	"github.com/kelp-project/kelp/embedded/containerd"
-	"github.com/kelp-project/kelp/netplane/bridge"
+	"github.com/kelp-project/kelp/netplane/nft"
+	"github.com/kelp-project/kelp/netplane/nodenet"
 	"github.com/kelp-project/kelp/netplane/proxy"
 	"github.com/kelp-project/kelp/runtime"
 )
 
 // KillAll stops everything the agent leaves running when kelp stops (the
 // data plane outlives kelp by design): every container, the supervised
-// containerd, the pod network (netns pins, veths, cni0 and kelp's
-// nftables chain) and the pod cgroups. `kelp killall` runs it, for
+// containerd, the pod network and service rules (each netplane
+// component's Cleanup, then table ip kelp if that left it empty) and the
+// pod cgroups. `kelp killall` runs it, for
 // uninstalling and for tests; nothing outside kelp's own objects is
 // touched.
 func KillAll(ctx context.Context, cfg Config) error {
@@ -57,13 +56,17 @@ func KillAll(ctx context.Context, cfg Config) error {
 			}
 		}
 	}
+	// Each netplane component removes its own objects; table ip kelp goes
+	// once none of them has anything left in it.
 	if err := proxy.Cleanup(""); err != nil {
 		errs = append(errs, err)
 	}
-	if err := destroyNetwork(agentDir, runDir, cfg.ClusterCIDR); err != nil {
+	if err := nodenet.Cleanup(nodenet.Options{AgentDir: agentDir, RunDir: runDir}); err != nil {
 		errs = append(errs, err)
 	}
-	dropEmptyTable()
+	if err := nft.DropIfEmpty(""); err != nil {
+		errs = append(errs, err)
+	}
 	if cfg.CgroupRoot != "" {
 		removeCgroups(cfg.CgroupRoot)
 	}
@@ -89,31 +92,6 @@ func mountsUnder(dir string) bool {
 	return false
 }
 
-// dropEmptyTable deletes nftables table `ip kelp` once the proxy and the
-// bridge have removed their chains from it; a table someone still uses
-// stays.
-func dropEmptyTable() {
-	conn, err := nftables.New()
-	if err != nil {
-		return
-	}
-	chains, err := conn.ListChainsOfTableFamily(nftables.TableFamilyIPv4)
-	if err != nil {
-		return
-	}
-	for _, c := range chains {
-		if c.Table.Name == bridge.NFTTable {
-			return
-		}
-	}
-	sets, _ := conn.GetSets(&nftables.Table{Name: bridge.NFTTable, Family: nftables.TableFamilyIPv4})
-	if len(sets) > 0 {
-		return
-	}
-	conn.DelTable(&nftables.Table{Name: bridge.NFTTable, Family: nftables.TableFamilyIPv4})
-	_ = conn.Flush()
-}
-
 func answers(sock string) bool {
 	c, err := net.DialTimeout("unix", sock, time.Second)
 	if err != nil {
@@ -121,33 +99,6 @@ func answers(sock string) bool {
 	}
 	c.Close()
 	return true
-}
-
-func destroyNetwork(agentDir, runDir, clusterCIDR string) error {
-	stateDir := filepath.Join(agentDir, "ipam")
-	var st struct {
-		PodCIDR string `json:"podCIDR"`
-	}
-	if b, err := os.ReadFile(filepath.Join(stateDir, "ipam.json")); err == nil {
-		_ = json.Unmarshal(b, &st)
-	}
-	netnsDir := filepath.Join(runDir, "netns")
-	if st.PodCIDR != "" {
-		if clusterCIDR == "" {
-			clusterCIDR = "10.42.0.0/16"
-		}
-		b, err := bridge.New(bridge.Config{PodCIDR: st.PodCIDR, ClusterCIDR: clusterCIDR, StateDir: stateDir, NetNSDir: netnsDir})
-		if err != nil {
-			return err
-		}
-		defer b.Close()
-		if err := b.Destroy(); err != nil {
-			return err
-		}
-	}
-	// The pin directory is a shared bind mount of itself, as /run/netns.
-	_ = unix.Unmount(netnsDir, unix.MNT_DETACH)
-	return os.RemoveAll(netnsDir)
 }
 
 // removeCgroups removes root and everything below it in every cgroup v1

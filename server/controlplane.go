@@ -7,6 +7,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/rest"
 
+	"github.com/kelp-project/kelp/netplane/dns"
 	"github.com/kelp-project/kelp/server/controllers"
 	"github.com/kelp-project/kelp/server/controllers/deployment"
 	"github.com/kelp-project/kelp/server/controllers/endpoints"
@@ -76,7 +77,7 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 		}
 		go lifecycle.Run(ctx, 2)
 		go servicelb.New(t.Client, t.Informer).Run(ctx, 1)
-		go ensureDNSService(ctx, t.Client, cfg.ClusterDNS)
+		go dns.EnsureService(ctx, t.Client, cfg.ClusterDNS)
 		return nil
 	})
 	run("kube-scheduler", sched, func(ctx context.Context, t *controllers.Toolkit) error {

@@ -23,6 +23,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // Defaults for Config.
@@ -75,17 +76,8 @@ func VethName(podUID string) string {
 // chain bridge-postrouting). It is idempotent; calling it again after an
 // agent restart picks up the existing bridge and IPAM state.
 func New(cfg Config) (*Bridge, error) {
-	if cfg.BridgeName == "" {
-		cfg.BridgeName = DefaultBridgeName
-	}
-	if cfg.NetNSDir == "" {
-		cfg.NetNSDir = DefaultNetNSDir
-	}
-	if cfg.MTU == 0 {
-		cfg.MTU = DefaultMTU
-	}
-	if cfg.StateDir == "" {
-		return nil, errors.New("bridge: StateDir is required")
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
 	}
 	podCIDR, err := netip.ParsePrefix(cfg.PodCIDR)
 	if err != nil || !podCIDR.Addr().Is4() || podCIDR.Bits() > 30 {
@@ -101,26 +93,17 @@ func New(cfg Config) (*Bridge, error) {
 		return nil, fmt.Errorf("bridge: PodCIDR %s is not inside ClusterCIDR %s", podCIDR, clusterCIDR)
 	}
 
-	b := &Bridge{cfg: cfg, podCIDR: podCIDR, clusterCIDR: clusterCIDR, gw: podCIDR.Addr().Next()}
-	nsPath := cfg.NodeNetNS
-	if nsPath == "" {
-		nsPath = "/proc/self/ns/net"
+	b, err := open(cfg, podCIDR)
+	if err != nil {
+		return nil, err
 	}
-	if b.nodeNS, err = netns.GetFromPath(nsPath); err != nil {
-		return nil, fmt.Errorf("bridge: open node netns %s: %w", nsPath, err)
-	}
+	b.clusterCIDR = clusterCIDR
 	ok := false
 	defer func() {
 		if !ok {
 			b.Close()
 		}
 	}()
-	if b.nl, err = netlink.NewHandleAt(b.nodeNS); err != nil {
-		return nil, fmt.Errorf("bridge: netlink handle in node netns: %w", err)
-	}
-	if b.ipam, err = newIPAM(cfg.StateDir, podCIDR); err != nil {
-		return nil, fmt.Errorf("bridge: %w", err)
-	}
 	if err := b.ensureBridge(); err != nil {
 		return nil, fmt.Errorf("bridge: %w", err)
 	}
@@ -136,6 +119,47 @@ func New(cfg Config) (*Bridge, error) {
 		return nil, fmt.Errorf("bridge: netns dir: %w", err)
 	}
 	ok = true
+	return b, nil
+}
+
+func (cfg *Config) setDefaults() error {
+	if cfg.BridgeName == "" {
+		cfg.BridgeName = DefaultBridgeName
+	}
+	if cfg.NetNSDir == "" {
+		cfg.NetNSDir = DefaultNetNSDir
+	}
+	if cfg.MTU == 0 {
+		cfg.MTU = DefaultMTU
+	}
+	if cfg.StateDir == "" {
+		return errors.New("bridge: StateDir is required")
+	}
+	return nil
+}
+
+// open returns a Bridge for cfg (defaults set) and podCIDR with its
+// handles in the node netns and its IPAM state loaded. It changes nothing
+// on the node: New goes on to create what is missing, Cleanup to remove
+// what is there.
+func open(cfg Config, podCIDR netip.Prefix) (*Bridge, error) {
+	b := &Bridge{cfg: cfg, podCIDR: podCIDR, gw: podCIDR.Addr().Next()}
+	nsPath := cfg.NodeNetNS
+	if nsPath == "" {
+		nsPath = "/proc/self/ns/net"
+	}
+	var err error
+	if b.nodeNS, err = netns.GetFromPath(nsPath); err != nil {
+		return nil, fmt.Errorf("bridge: open node netns %s: %w", nsPath, err)
+	}
+	if b.nl, err = netlink.NewHandleAt(b.nodeNS); err != nil {
+		b.Close()
+		return nil, fmt.Errorf("bridge: netlink handle in node netns: %w", err)
+	}
+	if b.ipam, err = newIPAM(cfg.StateDir, podCIDR); err != nil {
+		b.Close()
+		return nil, fmt.Errorf("bridge: %w", err)
+	}
 	return b, nil
 }
 
@@ -505,8 +529,8 @@ func (b *Bridge) Recover(keep map[string]bool) error {
 // Destroy removes the whole pod network of the node: every pod known to
 // IPAM or pinned in NetNSDir is torn down, then the bridge and this
 // package's nftables chain are deleted (the kelp table itself is left for
-// its other users). For uninstall / kill-all; the Bridge must not be used
-// afterwards except for Close.
+// its other users). The Bridge must not be used afterwards except for
+// Close. Cleanup does this without a running Bridge, for kelp killall.
 func (b *Bridge) Destroy() error {
 	if err := b.Recover(nil); err != nil {
 		return err
@@ -522,6 +546,43 @@ func (b *Bridge) Destroy() error {
 	if err := removeMasquerade(int(b.nodeNS)); err != nil {
 		errs = append(errs, err)
 	}
+	return errors.Join(errs...)
+}
+
+// Cleanup removes what Bridges with cfg's BridgeName, StateDir, NetNSDir
+// and NodeNetNS left on the node, for kelp killall (the data plane
+// outlives the agent, so nothing else removes it): every pod netns pin and
+// veth, the bridge, the bridge-postrouting chain (not table ip kelp, which
+// nft.DropIfEmpty drops once everyone's Cleanup has run), and NetNSDir
+// with its shared self bind mount. PodCIDR, ClusterCIDR and MTU are not
+// needed: the pod CIDR comes from StateDir's ipam.json, which records it.
+//
+// Nothing is done to the network when ipam.json records no pod CIDR: the
+// state file is the evidence that cni0 and the chain are kelp's (a host
+// may have a cni0 of another CNI). It is idempotent and never creates
+// anything, unlike New.
+func Cleanup(cfg Config) error {
+	if err := cfg.setDefaults(); err != nil {
+		return err
+	}
+	var errs []error
+	st, err := readIPAMState(cfg.StateDir)
+	if err != nil {
+		logrus.WithError(err).Warn("bridge: cleanup: no usable IPAM state; leaving the bridge alone")
+	}
+	if podCIDR, err := netip.ParsePrefix(st.PodCIDR); err == nil && podCIDR.Addr().Is4() {
+		b, err := open(cfg, podCIDR.Masked())
+		if err != nil {
+			return err
+		}
+		errs = append(errs, b.Destroy())
+		b.Close()
+	}
+	// The pin directory is a shared bind mount of itself (see
+	// ensureSharedMountDir): detach it, pins below it included, then
+	// remove it.
+	_ = unix.Unmount(cfg.NetNSDir, unix.MNT_DETACH)
+	errs = append(errs, os.RemoveAll(cfg.NetNSDir))
 	return errors.Join(errs...)
 }
 

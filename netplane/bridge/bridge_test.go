@@ -19,6 +19,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/kelp-project/kelp/netplane/nft"
 )
 
 // Every root test runs its "node" in a fresh network namespace pinned in
@@ -480,7 +482,7 @@ func TestMasqueradeRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	table := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: "kelp"}
+	table := nft.Table()
 
 	n.newBridge(n.config("10.42.8.0/24"))
 	// Another component's chain in the same table must survive New.
@@ -495,7 +497,7 @@ func TestMasqueradeRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tables) != 1 || tables[0].Name != "kelp" || tables[0].Family != nftables.TableFamilyIPv4 {
+	if len(tables) != 1 || tables[0].Name != nft.TableName || tables[0].Family != nft.Family {
 		t.Fatalf("tables in node netns: %+v", tables)
 	}
 	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyIPv4)
@@ -604,12 +606,88 @@ func TestDestroy(t *testing.T) {
 	ns, _ := netns.GetFromPath(n.nsPath)
 	defer ns.Close()
 	c, _ := nftables.New(nftables.WithNetNSFd(int(ns)))
-	table := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: "kelp"}
+	table := nft.Table()
 	if _, err := c.ListChain(table, NFTPostroutingChain); err == nil {
 		t.Fatal("masquerade chain survived Destroy")
 	}
-	if _, err := c.ListTableOfFamily("kelp", nftables.TableFamilyIPv4); err != nil {
+	if _, err := c.ListTableOfFamily(nft.TableName, nft.Family); err != nil {
 		t.Fatalf("Destroy removed the shared kelp table: %v", err)
+	}
+}
+
+// TestCleanup is kelp killall's path: no running Bridge, only the config;
+// the pod CIDR comes from ipam.json.
+func TestCleanup(t *testing.T) {
+	n := newTestNode(t)
+	cfg := n.config("10.42.13.0/24")
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pins []string
+	for _, p := range []string{"c-1", "c-2"} {
+		path, _, err := b.Setup(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pins = append(pins, path)
+	}
+	b.Close() // the agent has stopped; the data plane stays
+
+	// Only what Cleanup needs.
+	if err := Cleanup(Config{StateDir: cfg.StateDir, NetNSDir: cfg.NetNSDir, NodeNetNS: cfg.NodeNetNS}); err != nil {
+		t.Fatalf("Cleanup: %v", err)
+	}
+	h := nlHandle(t, n.nsPath)
+	if _, err := h.LinkByName("cni0"); err == nil {
+		t.Fatal("bridge survived Cleanup")
+	}
+	for _, p := range []string{"c-1", "c-2"} {
+		if _, err := h.LinkByName(VethName(p)); err == nil {
+			t.Fatalf("veth of %s survived Cleanup", p)
+		}
+	}
+	for _, p := range pins {
+		if isNSPin(p) {
+			t.Fatalf("pin %s survived Cleanup", p)
+		}
+	}
+	if _, err := os.Stat(n.netnsDir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("NetNSDir survived Cleanup: %v", err)
+	}
+	ns, _ := netns.GetFromPath(n.nsPath)
+	defer ns.Close()
+	c, _ := nftables.New(nftables.WithNetNSFd(int(ns)))
+	if _, err := c.ListChain(nft.Table(), NFTPostroutingChain); err == nil {
+		t.Fatal("masquerade chain survived Cleanup")
+	}
+	if _, err := c.ListTableOfFamily(nft.TableName, nft.Family); err != nil {
+		t.Fatalf("Cleanup removed the shared kelp table (nft.DropIfEmpty's job): %v", err)
+	}
+	st, err := readIPAMState(cfg.StateDir)
+	if err != nil || len(st.Allocations) != 0 {
+		t.Fatalf("IPAM state after Cleanup: %+v, %v; want no allocations", st, err)
+	}
+	if err := Cleanup(cfg); err != nil {
+		t.Fatalf("second Cleanup: %v", err)
+	}
+}
+
+// TestCleanupWithoutState: with no ipam.json nothing says the bridge is
+// kelp's, so Cleanup leaves the network alone.
+func TestCleanupWithoutState(t *testing.T) {
+	n := newTestNode(t)
+	h := nlHandle(t, n.nsPath)
+	attrs := netlink.NewLinkAttrs()
+	attrs.Name = "cni0"
+	if err := h.LinkAdd(&netlink.Bridge{LinkAttrs: attrs}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Cleanup(Config{StateDir: n.stateDir, NetNSDir: n.netnsDir, NodeNetNS: n.nsPath}); err != nil {
+		t.Fatalf("Cleanup: %v", err)
+	}
+	if _, err := h.LinkByName("cni0"); err != nil {
+		t.Fatalf("Cleanup without IPAM state deleted a cni0 it has no record of: %v", err)
 	}
 }
 

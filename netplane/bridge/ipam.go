@@ -50,16 +50,9 @@ func newIPAM(stateDir string, prefix netip.Prefix) (*ipam, error) {
 		byIP:   map[netip.Addr]string{},
 		byPod:  map[string]netip.Addr{},
 	}
-	data, err := os.ReadFile(a.path)
-	if errors.Is(err, os.ErrNotExist) {
-		return a, nil
-	}
+	st, err := readIPAMState(stateDir)
 	if err != nil {
-		return nil, fmt.Errorf("ipam: read %s: %w", a.path, err)
-	}
-	var st ipamState
-	if err := json.Unmarshal(data, &st); err != nil {
-		return nil, fmt.Errorf("ipam: parse %s: %w", a.path, err)
+		return nil, err
 	}
 	if st.PodCIDR != "" && st.PodCIDR != a.prefix.String() {
 		logrus.Warnf("bridge: pod CIDR changed from %s to %s; dropping allocations outside the new range", st.PodCIDR, a.prefix)
@@ -84,6 +77,24 @@ func newIPAM(stateDir string, prefix netip.Prefix) (*ipam, error) {
 		a.last = l
 	}
 	return a, nil
+}
+
+// readIPAMState reads StateDir's ipam.json; a missing file is the zero
+// state (nothing was ever allocated).
+func readIPAMState(stateDir string) (ipamState, error) {
+	var st ipamState
+	path := filepath.Join(stateDir, ipamFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return st, fmt.Errorf("ipam: read %s: %w", path, err)
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		return ipamState{}, fmt.Errorf("ipam: parse %s: %w", path, err)
+	}
+	return st, nil
 }
 
 // usable reports whether ip may be handed to a pod: inside the prefix and

@@ -6,17 +6,14 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+
+	"github.com/kelp-project/kelp/netplane/nft"
 )
 
-const (
-	// NFTTable is the one nftables table kelp owns (family ip). Other
-	// components add their own chains to it; this package only ever touches
-	// the chains below.
-	NFTTable = "kelp"
-	// NFTPostroutingChain is the bridge's masquerade chain: type nat, hook
-	// postrouting, priority srcnat (100).
-	NFTPostroutingChain = "bridge-postrouting"
-)
+// NFTPostroutingChain is the bridge's masquerade chain in table ip kelp
+// (netplane/nft): type nat, hook postrouting, priority srcnat (100). It is
+// the only object of the table this package touches.
+const NFTPostroutingChain = "bridge-postrouting"
 
 var multicastPrefix = netip.MustParsePrefix("224.0.0.0/4")
 
@@ -39,7 +36,7 @@ func installMasquerade(nsFd int, podCIDR, clusterCIDR netip.Prefix) error {
 	if err != nil {
 		return fmt.Errorf("nftables: %w", err)
 	}
-	table := c.AddTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: NFTTable})
+	table := c.AddTable(nft.Table())
 	policy := nftables.ChainPolicyAccept
 	chain := c.AddChain(&nftables.Chain{
 		Name:     NFTPostroutingChain,
@@ -52,13 +49,13 @@ func installMasquerade(nsFd int, podCIDR, clusterCIDR netip.Prefix) error {
 	c.FlushChain(chain)
 	ret := &expr.Verdict{Kind: expr.VerdictReturn}
 	for _, dst := range []netip.Prefix{clusterCIDR, multicastPrefix} {
-		exprs := append(matchPrefix(12, podCIDR), matchPrefix(16, dst)...)
+		exprs := append(nft.SAddrIn(podCIDR), nft.DAddrIn(dst)...)
 		c.AddRule(&nftables.Rule{Table: table, Chain: chain, Exprs: append(exprs, ret)})
 	}
 	c.AddRule(&nftables.Rule{Table: table, Chain: chain,
-		Exprs: append(matchPrefix(12, podCIDR), &expr.Masq{})})
+		Exprs: append(nft.SAddrIn(podCIDR), &expr.Masq{})})
 	if err := c.Flush(); err != nil {
-		return fmt.Errorf("nftables: install table ip %s chain %s: %w", NFTTable, NFTPostroutingChain, err)
+		return fmt.Errorf("nftables: install table ip %s chain %s: %w", nft.TableName, NFTPostroutingChain, err)
 	}
 	return nil
 }
@@ -69,26 +66,10 @@ func removeMasquerade(nsFd int) error {
 	if err != nil {
 		return fmt.Errorf("nftables: %w", err)
 	}
-	table := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: NFTTable}
+	table := nft.Table()
 	if _, err := c.ListChain(table, NFTPostroutingChain); err != nil {
 		return nil // not there
 	}
 	c.DelChain(&nftables.Chain{Name: NFTPostroutingChain, Table: table})
 	return c.Flush()
-}
-
-// matchPrefix matches the IPv4 header field at offset (12 = saddr,
-// 16 = daddr) against p.
-func matchPrefix(offset uint32, p netip.Prefix) []expr.Any {
-	p = p.Masked()
-	mask := make([]byte, 4)
-	for i := 0; i < p.Bits(); i++ {
-		mask[i/8] |= 0x80 >> (i % 8)
-	}
-	addr := p.Addr().As4()
-	return []expr.Any{
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: offset, Len: 4},
-		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: mask, Xor: make([]byte, 4)},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: addr[:]},
-	}
 }

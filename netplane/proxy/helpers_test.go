@@ -17,6 +17,8 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"github.com/vishvananda/netns"
+
+	"github.com/kelp-project/kelp/netplane/nft"
 )
 
 // Every root test works in a fresh network namespace `kelp-px-test-<rand>`
@@ -134,7 +136,7 @@ func (n *testNS) chains(c *nftables.Conn) map[string]*nftables.Chain {
 	}
 	out := map[string]*nftables.Chain{}
 	for _, ch := range all {
-		if ch.Table.Name == TableName {
+		if ch.Table.Name == nft.TableName {
 			out[ch.Name] = ch
 		}
 	}
@@ -143,7 +145,7 @@ func (n *testNS) chains(c *nftables.Conn) map[string]*nftables.Chain {
 
 func (n *testNS) sets(c *nftables.Conn) map[string]*nftables.Set {
 	n.t.Helper()
-	ss, err := c.GetSets(table())
+	ss, err := c.GetSets(nft.Table())
 	if err != nil {
 		n.t.Fatal(err)
 	}
@@ -156,7 +158,7 @@ func (n *testNS) sets(c *nftables.Conn) map[string]*nftables.Set {
 
 func (n *testNS) elements(c *nftables.Conn, name string) []nftables.SetElement {
 	n.t.Helper()
-	s, err := c.GetSetByName(table(), name)
+	s, err := c.GetSetByName(nft.Table(), name)
 	if err != nil {
 		n.t.Fatalf("get set %s: %v", name, err)
 	}
@@ -204,7 +206,7 @@ func decodeVerdict(b []byte) *expr.Verdict {
 // the DNAT targets of its rules that are not affinity lookups.
 func (n *testNS) targets(c *nftables.Conn, chain string) []string {
 	n.t.Helper()
-	rules, err := c.GetRules(table(), &nftables.Chain{Table: table(), Name: chain})
+	rules, err := c.GetRules(nft.Table(), &nftables.Chain{Table: nft.Table(), Name: chain})
 	if err != nil {
 		n.t.Fatalf("rules of %s: %v", chain, err)
 	}

@@ -13,22 +13,15 @@ import (
 	"github.com/google/nftables/expr"
 	mnl "github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
-)
 
-// TableName is the one nftables table (family ip) kelp owns. Other kelp
-// components keep their own chains in it; the proxy never flushes or
-// deletes the table, only objects whose names start with Prefix.
-const TableName = "kelp"
+	"github.com/kelp-project/kelp/netplane/nft"
+)
 
 var (
 	svcKeyType, _      = nftables.ConcatSetType(nftables.TypeIPAddr, nftables.TypeInetProto, nftables.TypeInetService)
 	nodePortKeyType, _ = nftables.ConcatSetType(nftables.TypeInetProto, nftables.TypeInetService)
 	hairpinKeyType, _  = nftables.ConcatSetType(nftables.TypeIPAddr, nftables.TypeIPAddr)
 )
-
-func table() *nftables.Table {
-	return &nftables.Table{Family: nftables.TableFamilyIPv4, Name: TableName}
-}
 
 // applier owns the proxy's objects in one netns and applies rulesets as
 // diffs against what it applied last. With no previous state (a new
@@ -88,7 +81,7 @@ func (a *applier) precreate(names []string) error {
 	if err != nil {
 		return err
 	}
-	t := table()
+	t := nft.Table()
 	for _, n := range names {
 		b.AddChain(&nftables.Chain{Table: t, Name: n})
 	}
@@ -258,7 +251,7 @@ func (a *applier) baseChains() []baseChain {
 			&expr.Fib{Register: 1, FlagDADDR: true, ResultADDRTYPE: true},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(unix.RTN_LOCAL)},
 		}
-		nodePortMatch = append(nodePortMatch, matchPrefix(16, netip.MustParsePrefix("127.0.0.0/8"), expr.CmpOpNeq)...)
+		nodePortMatch = append(nodePortMatch, nft.DAddrNotIn(netip.MustParsePrefix("127.0.0.0/8"))...)
 	}
 	l4protoDport := func(reg1, reg2 uint32) []expr.Any {
 		return []expr.Any{
@@ -270,7 +263,7 @@ func (a *applier) baseChains() []baseChain {
 
 	var markExternal []expr.Any
 	if a.clusterCIDR.IsValid() {
-		markExternal = matchPrefix(12, a.clusterCIDR, expr.CmpOpNeq)
+		markExternal = nft.SAddrNotIn(a.clusterCIDR)
 	}
 	markExternal = append(markExternal, daddr, &expr.Lookup{SourceRegister: 1, SetName: setClusterIPs})
 	markExternal = append(markExternal, setMasqMark()...)
@@ -324,22 +317,6 @@ func (a *applier) baseChains() []baseChain {
 
 func ne32(v uint32) []byte { return binaryutil.NativeEndian.PutUint32(v) }
 
-// matchPrefix matches the IPv4 header field at offset (12 saddr, 16 daddr)
-// against p with op (eq or neq).
-func matchPrefix(offset uint32, p netip.Prefix, op expr.CmpOp) []expr.Any {
-	p = p.Masked()
-	mask := make([]byte, 4)
-	for i := 0; i < p.Bits(); i++ {
-		mask[i/8] |= 0x80 >> (i % 8)
-	}
-	addr := p.Addr().As4()
-	return []expr.Any{
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: offset, Len: 4},
-		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: mask, Xor: make([]byte, 4)},
-		&expr.Cmp{Op: op, Register: 1, Data: addr[:]},
-	}
-}
-
 func setMasqMark() []expr.Any {
 	return []expr.Any{
 		&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
@@ -358,7 +335,7 @@ func (a *applier) addChainRules(c *nftables.Conn, t *nftables.Table, cs *chainSp
 		case opMasq:
 			ex = setMasqMark()
 		case opGotoIfCIDR:
-			ex = append(matchPrefix(12, a.clusterCIDR, expr.CmpOpEq), &expr.Verdict{Kind: expr.VerdictGoto, Chain: o.Target})
+			ex = append(nft.SAddrIn(a.clusterCIDR), &expr.Verdict{Kind: expr.VerdictGoto, Chain: o.Target})
 		case opGoto:
 			ex = []expr.Any{&expr.Verdict{Kind: expr.VerdictGoto, Chain: o.Target}}
 		case opDrop:
@@ -454,11 +431,11 @@ func (a *applier) applyFull(want *ruleset) error {
 	if err != nil {
 		return fmt.Errorf("nftables: %w", err)
 	}
-	t := table()
+	t := nft.Table()
 	// Make sure the table exists (never flushed, never deleted).
 	c.AddTable(t)
 	if err := c.Flush(); err != nil {
-		return fmt.Errorf("nftables: create table ip %s: %w", TableName, err)
+		return fmt.Errorf("nftables: create table ip %s: %w", nft.TableName, err)
 	}
 	oldChains, oldSets, err := listOwn(c, t)
 	if err != nil {
@@ -609,7 +586,7 @@ func (a *applier) applyDelta(d *delta) error {
 		return err
 	}
 	c := b.Conn
-	t := table()
+	t := nft.Table()
 	fs := fixedSets(t)
 	for name, to := range d.addAff {
 		if err := c.AddSet(affinitySet(t, name, to), nil); err != nil {
@@ -668,8 +645,8 @@ func (a *applier) cleanup() error {
 	if err != nil {
 		return fmt.Errorf("nftables: %w", err)
 	}
-	t := table()
-	if _, err := c.ListTableOfFamily(TableName, nftables.TableFamilyIPv4); err != nil {
+	t := nft.Table()
+	if _, err := c.ListTableOfFamily(nft.TableName, nft.Family); err != nil {
 		return nil // no table: nothing to do
 	}
 	chains, sets, err := listOwn(c, t)

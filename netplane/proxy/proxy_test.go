@@ -20,6 +20,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kelp-project/kelp/netplane/nft"
 )
 
 func apiService(name, ip string, port, target int32) (*v1.Service, *discovery.EndpointSlice) {
@@ -211,7 +213,7 @@ func TestNodePortAndLB(t *testing.T) {
 	}
 	// externalTrafficPolicy Local with no local endpoint: pods go to the
 	// service chain, everything else is dropped.
-	rules, err := c.GetRules(table(), &nftables.Chain{Table: table(), Name: hashName(extChainPrefix, loc.key())})
+	rules, err := c.GetRules(nft.Table(), &nftables.Chain{Table: nft.Table(), Name: hashName(extChainPrefix, loc.key())})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +226,7 @@ func TestNodePortAndLB(t *testing.T) {
 func countObjects(n *testNS, c *nftables.Conn) (chains, sets []string, rules int) {
 	for name := range n.chains(c) {
 		chains = append(chains, name)
-		r, err := c.GetRules(table(), &nftables.Chain{Table: table(), Name: name})
+		r, err := c.GetRules(nft.Table(), &nftables.Chain{Table: nft.Table(), Name: name})
 		if err != nil {
 			n.t.Fatal(err)
 		}
@@ -263,8 +265,8 @@ func TestSyncIdempotentAndRestart(t *testing.T) {
 	ch2, s2, r2 := countObjects(n, c)
 	// A restarted proxy: full rebuild over the old objects, plus a stale
 	// chain/set of an earlier run that must go.
-	c.AddChain(&nftables.Chain{Table: table(), Name: svcChainPrefix + "stale"})
-	if err := c.AddSet(affinitySet(table(), affSetPrefix+"stale", time.Second), nil); err != nil {
+	c.AddChain(&nftables.Chain{Table: nft.Table(), Name: svcChainPrefix + "stale"})
+	if err := c.AddSet(affinitySet(nft.Table(), affSetPrefix+"stale", time.Second), nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Flush(); err != nil {
@@ -290,7 +292,7 @@ func TestSyncIdempotentAndRestart(t *testing.T) {
 func TestCleanupLeavesForeignObjects(t *testing.T) {
 	n := newTestNS(t)
 	c := n.conn()
-	tb := c.AddTable(table())
+	tb := c.AddTable(nft.Table())
 	pol := nftables.ChainPolicyAccept
 	c.AddChain(&nftables.Chain{Table: tb, Name: "bridge-postrouting", Type: nftables.ChainTypeNAT,
 		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource, Policy: &pol})

@@ -1,0 +1,128 @@
+// Package nodenet is the slot for the node network: what gives a node's
+// pods their network namespace and IP and connects them to the rest of the
+// cluster. The kelp flag is k3s's --flannel-backend; Config.NodeNetwork in
+// package agent carries it here. Each backend is one entry in the table
+// below, so the VXLAN and host-gw overlays of the multi-node issue are
+// additions to it, not edits of the agent, the kubelet or killall.
+//
+// It is a package of its own rather than the netplane root because it
+// imports its implementations (netplane/bridge today) to list them, and
+// netplane's other parts (nft, proxy, dns) are siblings that have nothing
+// to do with choosing a backend; the root stays a directory.
+package nodenet
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/kelp-project/kelp/netplane/bridge"
+)
+
+// Network is a node's pod network as the kubelet uses it (a superset of
+// kubelet.Network, so the agent can hand one over). Implementations are
+// safe for concurrent use and idempotent: the kubelet retries and, after a
+// restart, repeats calls for pods that already have their network.
+type Network interface {
+	// Setup gives pod podUID a network namespace, pinned at netnsPath,
+	// with the pod's IP, or returns the existing ones.
+	Setup(podUID string) (netnsPath string, ip netip.Addr, err error)
+	// Teardown removes the pod's network and releases its IP.
+	Teardown(podUID string) error
+	// Recover tears down every pod not in keep (at kubelet start).
+	Recover(keep map[string]bool) error
+	// InNetNS runs fn in the network namespace at netnsPath (port-forward
+	// dials the pod's loopback from inside).
+	InNetNS(netnsPath string, fn func() error) error
+}
+
+// Options is what a backend is given. Overlays will add what they need
+// (the node's name and address, the API client for peers' annotations).
+type Options struct {
+	// PodCIDR is the node's range from node IPAM (New only: Cleanup runs
+	// without the API and finds what it needs in the backend's own state).
+	PodCIDR string
+	// ClusterCIDR is the whole pod network (New only).
+	ClusterCIDR string
+	// AgentDir is <data-dir>/agent; a backend keeps its state in a
+	// directory of its own below it.
+	AgentDir string
+	// RunDir is kelp's runtime directory (/run/kelp); pod netns pins go in
+	// RunDir/netns.
+	RunDir string
+}
+
+// Backend is one node-network implementation.
+type Backend struct {
+	Name string
+	// New builds the node's pod network, adopting what an earlier agent
+	// left (the data plane outlives the agent).
+	New func(Options) (Network, error)
+	// Cleanup removes everything the backend left on the node and nothing
+	// else, and is a no-op when there is nothing. It must not need a
+	// running Network: kelp killall calls it with the agent stopped.
+	Cleanup func(Options) error
+}
+
+// Default is the backend used when none is named: the one there is until
+// the overlays land (k3s's default is vxlan).
+const Default = "bridge"
+
+// backends are the known implementations, by name.
+var backends = []Backend{
+	{Name: "bridge", New: newBridge, Cleanup: cleanupBridge},
+}
+
+// Lookup returns the backend called name ("" is Default), or an error
+// listing the known ones.
+func Lookup(name string) (Backend, error) {
+	if name == "" {
+		name = Default
+	}
+	for _, b := range backends {
+		if b.Name == name {
+			return b, nil
+		}
+	}
+	return Backend{}, fmt.Errorf("unknown node network backend %q (known: %s)", name, strings.Join(Names(), ", "))
+}
+
+// Names lists the known backends, sorted.
+func Names() []string {
+	var out []string
+	for _, b := range backends {
+		out = append(out, b.Name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Cleanup runs every backend's Cleanup: killall does not know which
+// backend the agent ran with (its flags may differ), and each Cleanup
+// removes only its own objects, so running them all is safe. It stops at
+// nothing: every backend gets its turn, and the errors are joined.
+func Cleanup(opts Options) error {
+	var errs []error
+	for _, b := range backends {
+		if err := b.Cleanup(opts); err != nil {
+			errs = append(errs, fmt.Errorf("node network %s: %w", b.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// The bridge backend: netplane/bridge, IPAM state in <agent>/ipam, pod
+// netns pins in <run>/netns.
+func bridgeConfig(o Options) bridge.Config {
+	return bridge.Config{PodCIDR: o.PodCIDR, ClusterCIDR: o.ClusterCIDR,
+		StateDir: filepath.Join(o.AgentDir, "ipam"), NetNSDir: filepath.Join(o.RunDir, "netns")}
+}
+
+func newBridge(o Options) (Network, error) { return bridge.New(bridgeConfig(o)) }
+
+func cleanupBridge(o Options) error { return bridge.Cleanup(bridgeConfig(o)) }
+
+var _ Network = (*bridge.Bridge)(nil)
