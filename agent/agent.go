@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/kelp-project/kelp/agent/kubelet"
+	"github.com/kelp-project/kelp/config"
 	"github.com/kelp-project/kelp/embedded/containerd"
 	"github.com/kelp-project/kelp/netplane/dns"
 	"github.com/kelp-project/kelp/netplane/nodenet"
@@ -70,7 +71,7 @@ func Run(ctx context.Context, cfg Config, rc *rest.Config) error {
 	agentDir := filepath.Join(cfg.DataDir, "agent")
 	runDir := cfg.RunDir
 	if runDir == "" {
-		runDir = "/run/kelp"
+		runDir = config.RunDir
 	}
 	// Checked first: a wrong name fails before anything is started.
 	nodeNet, err := nodenet.Lookup(cfg.NodeNetwork)
@@ -152,7 +153,7 @@ func startNetplane(ctx context.Context, cfg Config, client kubernetes.Interface)
 	if !cfg.DisableDNS {
 		port := cfg.DNSPort
 		if port == 0 {
-			port = 53
+			port = config.DNSPort
 		}
 		d, err := dns.New(dns.Config{Domain: cfg.ClusterDomain, Listen: []string{net.JoinHostPort(cfg.NodeIP, strconv.Itoa(port))}}, factory)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/rest"
 
+	"github.com/kelp-project/kelp/config"
 	"github.com/kelp-project/kelp/netplane/dns"
 	"github.com/kelp-project/kelp/server/controllers"
 	"github.com/kelp-project/kelp/server/controllers/deployment"
@@ -30,11 +31,11 @@ const nodeCIDRMaskSize = 24
 // talking to the API server over loopback HTTPS like any other client. The
 // returned wait blocks until they have stopped.
 func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL string) (wait func(), err error) {
-	kcm, err := ca.RESTConfig(apiURL, "system:kube-controller-manager", nil)
+	kcm, err := ca.RESTConfig(apiURL, config.ControllerManagerUser, nil)
 	if err != nil {
 		return nil, err
 	}
-	sched, err := ca.RESTConfig(apiURL, "system:kube-scheduler", nil)
+	sched, err := ca.RESTConfig(apiURL, config.SchedulerUser, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -1,12 +1,14 @@
-// Package server assembles `kelp server`: embedded etcd, the API server
-// on HTTPS, and the admin kubeconfig. Controllers, the scheduler and the
-// local agent join here as they are built, each as an API client.
+// Package server assembles the control plane of `kelp server`: embedded
+// etcd, the API server on HTTPS, the admin kubeconfig, and the control
+// loops (controllers and scheduler), each an API client. The local node
+// agent is not part of it: the CLI starts it on the Server that Start
+// returns, with the node credentials the Server hands out, so server never
+// depends on the agent.
 package server
 
 import (
 	"context"
 	"crypto/rand"
-	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -16,27 +18,26 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/rest"
 
-	"github.com/kelp-project/kelp/agent"
-	"github.com/kelp-project/kelp/agent/kubelet"
+	"github.com/kelp-project/kelp/config"
 	"github.com/kelp-project/kelp/embedded/etcd"
 	"github.com/kelp-project/kelp/server/apiserver"
-	"github.com/kelp-project/kelp/server/apiserver/auth"
 	"github.com/kelp-project/kelp/server/controllers/nodelifecycle"
 	"github.com/kelp-project/kelp/server/pki"
 	"github.com/kelp-project/kelp/server/scheduler"
 )
 
-// Config holds the flags of `kelp server`.
+// Config holds the flags of `kelp server` that concern the control plane.
 type Config struct {
 	DataDir            string
 	BindAddress        string
 	HTTPSPort          int
-	AdvertiseAddress   string
+	AdvertiseAddress   string // default: config.DefaultAddress(BindAddress)
 	WriteKubeconfig    string
 	KubeconfigMode     os.FileMode
 	ClusterCIDR        string
@@ -44,10 +45,9 @@ type Config struct {
 	ServiceNodePorts   string
 	ClusterDNS         string
 	ClusterDomain      string
-	DisableAgent       bool
-	DisableScheduler   bool // as k3s: another scheduler (or none) is used
-	DisableControllers bool // as k3s --disable-controller-manager
-	NodeName           string
+	DisableScheduler   bool   // as k3s: another scheduler (or none) is used
+	DisableControllers bool   // as k3s --disable-controller-manager
+	NodeName           string // default: the hostname
 	CompactionInterval time.Duration
 	// DefaultNotReadyTolerationSeconds and DefaultUnreachableTolerationSeconds
 	// are the tolerations added to every pod (upstream: 300 s).
@@ -57,188 +57,166 @@ type Config struct {
 	// eviction rates; SchedulerBackoff the scheduler's retry delays.
 	NodeLifecycle    nodelifecycle.Config
 	SchedulerBackoff scheduler.Backoff
-	// Agent holds the local agent's own settings (paths, runtime); the
-	// rest is filled in from the server's.
-	Agent agent.Config
 }
 
-// Run serves until ctx is cancelled, then shuts down cleanly: in-flight
-// requests finish, watches end, and etcd flushes and closes.
-func Run(ctx context.Context, cfg Config) error {
+// Server is a running control plane.
+type Server struct {
+	// URL reaches the API server over loopback, as the admin kubeconfig
+	// and every in-process client do.
+	URL string
+	CA  *pki.CA
+	// NodeName and AdvertiseAddress are the configured ones, or their
+	// defaults.
+	NodeName, AdvertiseAddress string
+	// NodeConfig carries this node's identity (system:node:<name>), for a
+	// local agent.
+	NodeConfig *rest.Config
+
+	done context.Context // Start's: its end starts the shutdown
+	// clients is the context of the API clients (the control loops and
+	// those started by Go): it ends first at shutdown.
+	clients     context.Context
+	stopClients context.CancelFunc
+	goClients   sync.WaitGroup
+	waitLoops   func()
+	api         *apiServing
+	etcd        *etcd.Etcd
+}
+
+// Start brings the control plane up, step by step: credentials, etcd, the
+// API server, bootstrap and the admin kubeconfig, the control loops. It
+// returns once all of them run; the control plane shuts down when ctx
+// ends, and Wait waits for that. If a step fails, what had started is
+// stopped again.
+func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	start := time.Now()
-	if cfg.NodeName == "" {
-		h, err := os.Hostname()
+	if cfg, err = withDefaults(cfg); err != nil {
+		return nil, err
+	}
+	s := &Server{NodeName: cfg.NodeName, AdvertiseAddress: cfg.AdvertiseAddress, done: ctx}
+	defer func() {
 		if err != nil {
-			return err
+			s.close()
 		}
-		cfg.NodeName = strings.ToLower(h)
-	}
-	if cfg.AdvertiseAddress == "" {
-		cfg.AdvertiseAddress = DefaultAddress(cfg.BindAddress)
-	}
+	}()
 	serverDir := filepath.Join(cfg.DataDir, "server")
 	tlsDir := filepath.Join(serverDir, "tls")
-	ca, err := pki.LoadOrCreateCA(tlsDir)
-	if err != nil {
-		return fmt.Errorf("cluster CA: %w", err)
+	var token string
+	if s.CA, token, err = loadCredentials(serverDir, tlsDir); err != nil {
+		return nil, err
 	}
-	token, err := loadOrCreateToken(filepath.Join(serverDir, "token"))
-	if err != nil {
-		return err
+	if s.etcd, err = etcd.Start(ctx, filepath.Join(serverDir, "db")); err != nil {
+		return nil, err
 	}
-
-	e, err := etcd.Start(ctx, filepath.Join(serverDir, "db"))
-	if err != nil {
-		return err
-	}
-	defer e.Close()
 	logrus.Debugf("etcd ready after %s", time.Since(start))
-
-	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.BindAddress, strconv.Itoa(cfg.HTTPSPort)))
-	if err != nil {
-		return fmt.Errorf("API server listen: %w", err)
+	if s.api, err = startAPI(ctx, cfg, s.etcd, s.CA, token, tlsDir); err != nil {
+		return nil, err
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-
-	apiCtx, stopAPI := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopAPI()
-	kcPEM, kkPEM, err := ca.ClientCert(kubelet.APIServerClientName, nil)
-	if err != nil {
-		ln.Close()
-		return err
+	s.URL = "https://" + net.JoinHostPort(loopbackFor(cfg.BindAddress), strconv.Itoa(s.api.port))
+	if err = bootstrap(ctx, s.api.api, cfg, s.CA, s.URL); err != nil {
+		return nil, err
 	}
-	kubeletClient, err := tls.X509KeyPair(kcPEM, kkPEM)
-	if err != nil {
-		ln.Close()
-		return err
+	s.clients, s.stopClients = context.WithCancel(ctx)
+	if s.waitLoops, err = startControlLoops(s.clients, cfg, s.CA, s.URL); err != nil {
+		return nil, fmt.Errorf("control loops: %w", err)
 	}
-	api, err := apiserver.New(apiCtx, apiserver.Config{
-		Etcd:               e.Client,
-		Authenticators:     []auth.Authenticator{auth.TokenAuthenticator{token: {Name: "kelp-admin", Groups: []string{"system:masters"}}}},
-		ServiceCIDR:        cfg.ServiceCIDR,
-		NodePortRange:      cfg.ServiceNodePorts,
-		PublicAddress:      cfg.AdvertiseAddress,
-		PublicPort:         port,
-		CompactionInterval: cfg.CompactionInterval,
-
-		DefaultNotReadyTolerationSeconds:    cfg.DefaultNotReadyTolerationSeconds,
-		DefaultUnreachableTolerationSeconds: cfg.DefaultUnreachableTolerationSeconds,
-		KubeletClientCert:                   &kubeletClient,
-	})
-	if err != nil {
-		ln.Close()
-		return err
+	if s.NodeConfig, err = s.CA.RESTConfig(s.URL, config.NodeUser(cfg.NodeName), []string{config.NodesGroup}); err != nil {
+		return nil, err
 	}
+	logrus.Infof("kelp server ready in %s: API at %s, kubeconfig %s", time.Since(start).Round(time.Millisecond), s.URL, cfg.WriteKubeconfig)
+	return s, nil
+}
 
-	hostname, _ := os.Hostname()
-	dnsNames := []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc." + cfg.ClusterDomain}
-	for _, n := range []string{hostname, cfg.NodeName} {
-		if n != "" && !contains(dnsNames, n) {
-			dnsNames = append(dnsNames, n)
+// Go runs f, an API client such as the local node agent, for the server's
+// lifetime. Its ctx ends at shutdown together with the control loops', while
+// the API still answers, and Wait lets the API stop only once f has
+// returned. An error from f is logged; the control plane keeps running.
+func (s *Server) Go(name string, f func(ctx context.Context) error) {
+	s.goClients.Add(1)
+	go func() {
+		defer s.goClients.Done()
+		if err := f(s.clients); err != nil {
+			logrus.WithError(err).Errorf("%s stopped", name)
 		}
-	}
-	ips := append(hostIPs(), net.ParseIP(cfg.AdvertiseAddress), net.ParseIP(firstServiceIP(cfg.ServiceCIDR)))
-	certFile, keyFile, err := ca.ServingCert(tlsDir, "serving-kube-apiserver", dnsNames, ips)
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	var inflight atomic.Int64
-	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			inflight.Add(1)
-			defer inflight.Add(-1)
-			api.ServeHTTP(w, r)
-		}),
-		TLSConfig: &tls.Config{
-			Certificates: []tls.Certificate{cert},
-			ClientAuth:   tls.VerifyClientCertIfGiven,
-			ClientCAs:    ca.Pool(),
-			MinVersion:   tls.VersionTLS12,
-			NextProtos:   []string{"h2", "http/1.1"},
-		},
-		ReadHeaderTimeout: 30 * time.Second,
-		ErrorLog:          logrusErrorLog(),
-	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.ServeTLS(ln, "", "") }()
+	}()
+}
 
-	if err := api.Bootstrap(ctx); err != nil {
-		return fmt.Errorf("bootstrap: %w", err)
-	}
-	certPEM, keyPEM, err := ca.ClientCert("kelp-admin", []string{"system:masters"})
-	if err != nil {
-		return err
-	}
-	server := "https://" + net.JoinHostPort(loopbackFor(cfg.BindAddress), strconv.Itoa(port))
-	if err := pki.WriteKubeconfig(cfg.WriteKubeconfig, cfg.KubeconfigMode, server, ca.CertPEM, certPEM, keyPEM); err != nil {
-		return fmt.Errorf("writing kubeconfig: %w", err)
-	}
-	loopsCtx, stopLoops := context.WithCancel(ctx)
-	defer stopLoops()
-	waitLoops, err := startControlLoops(loopsCtx, cfg, ca, server)
-	if err != nil {
-		return fmt.Errorf("control loops: %w", err)
-	}
-	logrus.Infof("kelp server ready in %s: API at %s, kubeconfig %s", time.Since(start).Round(time.Millisecond), server, cfg.WriteKubeconfig)
-	agentDone := make(chan struct{})
-	if cfg.DisableAgent {
-		close(agentDone)
-	} else {
-		rc, err := ca.RESTConfig(server, "system:node:"+cfg.NodeName, []string{"system:nodes"})
-		if err != nil {
-			return err
-		}
-		ac := cfg.Agent
-		ac.DataDir, ac.NodeName, ac.ControlPlane = cfg.DataDir, cfg.NodeName, true
-		ac.ClusterCIDR, ac.ClusterDNS, ac.ClusterDomain = cfg.ClusterCIDR, cfg.ClusterDNS, cfg.ClusterDomain
-		if ac.NodeIP == "" {
-			ac.NodeIP = cfg.AdvertiseAddress
-		}
-		go func() {
-			defer close(agentDone)
-			if err := agent.Run(loopsCtx, ac, rc); err != nil {
-				logrus.WithError(err).Error("agent stopped")
-			}
-		}()
-	}
-
+// Wait serves until Start's ctx ends, then shuts down cleanly (see
+// shutdown). If the listener fails instead, it stops everything without
+// waiting for the clients and returns the error.
+func (s *Server) Wait() error {
 	select {
-	case <-ctx.Done():
-	case err := <-serveErr:
+	case <-s.done.Done():
+	case err := <-s.api.serveErr:
 		if !errors.Is(err, http.ErrServerClosed) {
+			s.close()
 			return err
 		}
 	}
 	logrus.Info("shutting down")
-	// The loops and the agent stop first, while the API still answers, so
-	// they can release their leader Leases for a standby server to take
-	// over. The agent leaves containerd and the pods running.
-	stopLoops()
-	<-agentDone
+	s.shutdown()
+	return nil
+}
+
+// shutdown stops the clients, then the API, then etcd: in-flight requests
+// finish, watches end, and etcd flushes and closes.
+func (s *Server) shutdown() {
+	// The loops and the clients (the agent) stop first, while the API
+	// still answers, so they can release their leader Leases for a standby
+	// server to take over. The agent leaves containerd and the pods
+	// running.
+	s.stopClients()
+	s.goClients.Wait()
 	loopsDone := make(chan struct{})
-	go func() { waitLoops(); close(loopsDone) }()
+	go func() { s.waitLoops(); close(loopsDone) }()
 	select {
 	case <-loopsDone:
 	case <-time.After(3 * time.Second):
 		logrus.Warn("control loops did not stop within 3s")
 	}
-	stopAPI() // ends watches, so only real requests are left to finish
-	// Shutdown stops the listener and says GOAWAY, but it also waits for
-	// idle HTTP/2 connections to be closed by their clients (a second or
-	// more for the in-process ones). Requests in flight are what must
-	// finish; once they have, the connections are closed outright.
-	go func() { _ = srv.Shutdown(context.Background()) }()
-	for deadline := time.Now().Add(10 * time.Second); inflight.Load() > 0 && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
+	s.api.drain()
+	s.etcd.Close()
+}
+
+// close stops whatever Start got to, in reverse order, without waiting:
+// for a failed start or a failed listener.
+func (s *Server) close() {
+	if s.stopClients != nil {
+		s.stopClients()
 	}
-	_ = srv.Close()
-	return nil
+	if s.api != nil {
+		s.api.close()
+	}
+	if s.etcd != nil {
+		s.etcd.Close()
+	}
+}
+
+// withDefaults fills in the node name and the advertise address.
+func withDefaults(cfg Config) (Config, error) {
+	name, err := config.NodeName(cfg.NodeName)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.NodeName = name
+	if cfg.AdvertiseAddress == "" {
+		cfg.AdvertiseAddress = config.DefaultAddress(cfg.BindAddress)
+	}
+	return cfg, nil
+}
+
+// loadCredentials loads the cluster CA from tlsDir and the admin token
+// from serverDir, creating them on first start.
+func loadCredentials(serverDir, tlsDir string) (*pki.CA, string, error) {
+	ca, err := pki.LoadOrCreateCA(tlsDir)
+	if err != nil {
+		return nil, "", fmt.Errorf("cluster CA: %w", err)
+	}
+	token, err := loadOrCreateToken(filepath.Join(serverDir, "token"))
+	if err != nil {
+		return nil, "", err
+	}
+	return ca, token, nil
 }
 
 func loadOrCreateToken(path string) (string, error) {
@@ -256,62 +234,28 @@ func loadOrCreateToken(path string) (string, error) {
 	return token, os.WriteFile(path, []byte(token+"\n"), 0o600)
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
+// bootstrap creates the cluster's initial objects, then writes the admin
+// kubeconfig: its appearance tells scripts and tests that the API serves
+// a bootstrapped cluster.
+func bootstrap(ctx context.Context, api *apiserver.Server, cfg Config, ca *pki.CA, url string) error {
+	if err := api.Bootstrap(ctx); err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
 	}
-	return false
+	certPEM, keyPEM, err := ca.ClientCert(config.AdminUser, []string{config.MastersGroup})
+	if err != nil {
+		return err
+	}
+	if err := pki.WriteKubeconfig(cfg.WriteKubeconfig, cfg.KubeconfigMode, url, ca.CertPEM, certPEM, keyPEM); err != nil {
+		return fmt.Errorf("writing kubeconfig: %w", err)
+	}
+	return nil
 }
 
-// hostIPs are the addresses the serving certificate must cover.
-func hostIPs() []net.IP {
-	out := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
-	addrs, _ := net.InterfaceAddrs()
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLinkLocalUnicast() {
-			out = append(out, n.IP)
-		}
-	}
-	return out
-}
-
-// DefaultAddress picks the address advertised to clients and used as a
-// node's InternalIP: the bind address if specific and routable, else the
-// host's first non-loopback IPv4 address (endpoints may not point at
-// loopback).
-func DefaultAddress(bind string) string {
-	if ip := net.ParseIP(bind); ip != nil && !ip.IsUnspecified() && !ip.IsLoopback() {
-		return bind
-	}
-	addrs, _ := net.InterfaceAddrs()
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
-			return n.IP.String()
-		}
-	}
-	return "127.0.0.1"
-}
-
+// loopbackFor is the address in-process clients dial: the bind address if
+// specific, else loopback.
 func loopbackFor(bind string) string {
 	if ip := net.ParseIP(bind); ip != nil && !ip.IsUnspecified() {
 		return bind
 	}
 	return "127.0.0.1"
-}
-
-func firstServiceIP(cidr string) string {
-	_, n, err := net.ParseCIDR(cidr)
-	if err != nil {
-		return ""
-	}
-	ip := n.IP.To4()
-	if ip == nil {
-		return ""
-	}
-	out := make(net.IP, 4)
-	copy(out, ip)
-	out[3]++
-	return out.String()
 }

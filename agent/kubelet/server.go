@@ -23,12 +23,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream/wsstream"
+
+	"github.com/kelp-project/kelp/config"
 )
 
 // APIServerClientName is the identity the API server uses towards
 // kubelets (its client certificate's CN), as upstream's
-// kube-apiserver-kubelet-client.
-const APIServerClientName = "system:kube-apiserver-kubelet-client"
+// kube-apiserver-kubelet-client. The server issues it from the same
+// constant.
+const APIServerClientName = config.APIServerKubeletClientUser
 
 // serve runs the kubelet's HTTPS endpoint: containerLogs and exec, which
 // the API server proxies for `kubectl logs` and `kubectl exec`. Clients

@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/kelp-project/kelp/config"
 	"github.com/kelp-project/kelp/netplane/bridge"
 )
 
@@ -69,7 +70,7 @@ type Backend struct {
 
 // Default is the backend used when none is named: the one there is until
 // the overlays land (k3s's default is vxlan).
-const Default = "bridge"
+const Default = config.NodeNetwork
 
 // backends are the known implementations, by name.
 var backends = []Backend{

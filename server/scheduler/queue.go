@@ -7,6 +7,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+
+	"github.com/kelp-project/kelp/config"
 )
 
 // Backoff is how long a pod that failed to schedule waits before its next
@@ -16,8 +18,9 @@ type Backoff struct {
 	Initial, Max time.Duration
 }
 
-// DefaultBackoff is kube-scheduler's: 1 s doubling up to 10 s.
-var DefaultBackoff = Backoff{Initial: 1 * time.Second, Max: 10 * time.Second}
+// DefaultBackoff is kube-scheduler's: 1 s doubling up to 10 s (declared in
+// package config with the flags that override it).
+var DefaultBackoff = Backoff{Initial: config.PodInitialBackoff, Max: config.PodMaxBackoff}
 
 const (
 	// podMaxInUnschedulable is how long a pod may sit in the unschedulable

@@ -38,6 +38,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
+	"github.com/kelp-project/kelp/config"
 	"github.com/kelp-project/kelp/server/controllers"
 )
 
@@ -65,16 +66,17 @@ type Config struct {
 	UnhealthyZoneThreshold float64
 }
 
-// DefaultConfig returns upstream's defaults.
+// DefaultConfig returns upstream's defaults, declared in package config
+// with the flags that override them.
 func DefaultConfig() Config {
 	return Config{
-		NodeMonitorPeriod:         5 * time.Second,
-		NodeMonitorGracePeriod:    50 * time.Second,
-		NodeStartupGracePeriod:    60 * time.Second,
-		NodeEvictionRate:          0.1,
-		SecondaryNodeEvictionRate: 0.01,
-		LargeClusterSizeThreshold: 50,
-		UnhealthyZoneThreshold:    0.55,
+		NodeMonitorPeriod:         config.NodeMonitorPeriod,
+		NodeMonitorGracePeriod:    config.NodeMonitorGracePeriod,
+		NodeStartupGracePeriod:    config.NodeStartupGracePeriod,
+		NodeEvictionRate:          config.NodeEvictionRate,
+		SecondaryNodeEvictionRate: config.SecondaryNodeEvictionRate,
+		LargeClusterSizeThreshold: config.LargeClusterSizeThreshold,
+		UnhealthyZoneThreshold:    config.UnhealthyZoneThreshold,
 	}
 }
 

@@ -1,0 +1,120 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"github.com/sirupsen/logrus"
+	urfave "github.com/urfave/cli/v2"
+
+	"github.com/kelp-project/kelp/agent"
+	"github.com/kelp-project/kelp/config"
+	"github.com/kelp-project/kelp/server"
+)
+
+// serverOptions are the parsed flags of `kelp server`.
+type serverOptions struct {
+	debug, disableAgent bool
+	kubeconfigMode      string        // octal, into server.KubeconfigMode
+	server              server.Config // NodeLifecycle and SchedulerBackoff included
+	// agent holds the local agent's own flags; localAgent adds the rest
+	// from the server's.
+	agent agent.Config
+}
+
+// Server is `kelp server`.
+func Server() *urfave.Command { return serverCommand(runServer) }
+
+func serverCommand(run func(context.Context, *serverOptions) error) *urfave.Command {
+	o := &serverOptions{agent: newAgentConfig()}
+	s, nl, sb := &o.server, &o.server.NodeLifecycle, &o.server.SchedulerBackoff
+	return &urfave.Command{
+		Name:  "server",
+		Usage: "run the control plane (embedded etcd, API server, controllers, scheduler) and a local node agent",
+		Flags: append([]urfave.Flag{
+			debugFlag(&o.debug),
+			dataDirFlag(&s.DataDir),
+			&urfave.IntFlag{Name: "https-listen-port", Value: config.HTTPSPort, Usage: "API server port (0 picks a free port)", EnvVars: env("HTTPS_LISTEN_PORT"), Destination: &s.HTTPSPort},
+			&urfave.StringFlag{Name: "bind-address", Value: config.BindAddress, Usage: "API server bind address", EnvVars: env("BIND_ADDRESS"), Destination: &s.BindAddress},
+			&urfave.StringFlag{Name: "advertise-address", Usage: "address advertised to clients (default: the host's first IPv4 address)", EnvVars: env("ADVERTISE_ADDRESS"), Destination: &s.AdvertiseAddress},
+			&urfave.StringFlag{Name: "write-kubeconfig", Aliases: []string{"o"}, Value: config.Kubeconfig, Usage: "where to write the admin kubeconfig", EnvVars: env("WRITE_KUBECONFIG"), Destination: &s.WriteKubeconfig},
+			&urfave.StringFlag{Name: "write-kubeconfig-mode", Value: config.KubeconfigMode, Usage: "file mode of the admin kubeconfig", EnvVars: env("WRITE_KUBECONFIG_MODE"), Destination: &o.kubeconfigMode},
+			clusterCIDRFlag(&s.ClusterCIDR),
+			&urfave.StringFlag{Name: "service-cidr", Value: config.ServiceCIDR, Usage: "service network", EnvVars: env("SERVICE_CIDR"), Destination: &s.ServiceCIDR},
+			&urfave.StringFlag{Name: "service-node-port-range", Value: config.ServiceNodePortRange, Usage: "NodePort range", EnvVars: env("SERVICE_NODE_PORT_RANGE"), Destination: &s.ServiceNodePorts},
+			clusterDNSFlag(&s.ClusterDNS),
+			clusterDomainFlag(&s.ClusterDomain),
+			&urfave.BoolFlag{Name: "disable-agent", Usage: "do not run the local node agent", EnvVars: env("DISABLE_AGENT"), Destination: &o.disableAgent},
+			nodeIPFlag(&o.agent.NodeIP, "the advertise address"),
+			&urfave.BoolFlag{Name: "disable-scheduler", Usage: "do not run the scheduler", EnvVars: env("DISABLE_SCHEDULER"), Destination: &s.DisableScheduler},
+			&urfave.BoolFlag{Name: "disable-controller-manager", Usage: "do not run the controllers", EnvVars: env("DISABLE_CONTROLLER_MANAGER"), Destination: &s.DisableControllers},
+			nodeNameFlag(&s.NodeName),
+			&urfave.Int64Flag{Name: "default-not-ready-toleration-seconds", Value: config.DefaultNotReadyTolerationSeconds, Usage: "toleration added to every pod for the not-ready:NoExecute taint", EnvVars: env("DEFAULT_NOT_READY_TOLERATION_SECONDS"), Destination: &s.DefaultNotReadyTolerationSeconds},
+			&urfave.Int64Flag{Name: "default-unreachable-toleration-seconds", Value: config.DefaultUnreachableTolerationSeconds, Usage: "toleration added to every pod for the unreachable:NoExecute taint", EnvVars: env("DEFAULT_UNREACHABLE_TOLERATION_SECONDS"), Destination: &s.DefaultUnreachableTolerationSeconds},
+			&urfave.DurationFlag{Name: "etcd-compaction-interval", Value: config.EtcdCompactionInterval, Usage: "how often etcd history is compacted (0 disables)", EnvVars: env("ETCD_COMPACTION_INTERVAL"), Destination: &s.CompactionInterval},
+			// kube-controller-manager's node lifecycle flags, upstream defaults.
+			&urfave.DurationFlag{Name: "node-monitor-period", Value: config.NodeMonitorPeriod, Usage: "how often node health is checked", EnvVars: env("NODE_MONITOR_PERIOD"), Destination: &nl.NodeMonitorPeriod},
+			&urfave.DurationFlag{Name: "node-monitor-grace-period", Value: config.NodeMonitorGracePeriod, Usage: "how long a node may go without renewing its Lease before it is marked NotReady (Unknown)", EnvVars: env("NODE_MONITOR_GRACE_PERIOD"), Destination: &nl.NodeMonitorGracePeriod},
+			&urfave.DurationFlag{Name: "node-startup-grace-period", Value: config.NodeStartupGracePeriod, Usage: "grace period for a node that has never reported Ready", EnvVars: env("NODE_STARTUP_GRACE_PERIOD"), Destination: &nl.NodeStartupGracePeriod},
+			&urfave.Float64Flag{Name: "node-eviction-rate", Value: config.NodeEvictionRate, Usage: "nodes per second whose pods may be evicted in a healthy zone", EnvVars: env("NODE_EVICTION_RATE"), Destination: &nl.NodeEvictionRate},
+			&urfave.Float64Flag{Name: "secondary-node-eviction-rate", Value: config.SecondaryNodeEvictionRate, Usage: "nodes per second whose pods may be evicted in a partly failing large zone", EnvVars: env("SECONDARY_NODE_EVICTION_RATE"), Destination: &nl.SecondaryNodeEvictionRate},
+			&urfave.IntFlag{Name: "large-cluster-size-threshold", Value: config.LargeClusterSizeThreshold, Usage: "zone size above which the secondary eviction rate applies", EnvVars: env("LARGE_CLUSTER_SIZE_THRESHOLD"), Destination: &nl.LargeClusterSizeThreshold},
+			&urfave.Float64Flag{Name: "unhealthy-zone-threshold", Value: config.UnhealthyZoneThreshold, Usage: "fraction of NotReady nodes at which a zone counts as partly failing", EnvVars: env("UNHEALTHY_ZONE_THRESHOLD"), Destination: &nl.UnhealthyZoneThreshold},
+			// kube-scheduler's backoff, upstream defaults.
+			&urfave.DurationFlag{Name: "pod-initial-backoff", Value: config.PodInitialBackoff, Usage: "first retry delay for a pod that could not be scheduled", EnvVars: env("POD_INITIAL_BACKOFF"), Destination: &sb.Initial},
+			&urfave.DurationFlag{Name: "pod-max-backoff", Value: config.PodMaxBackoff, Usage: "longest retry delay for a pod that could not be scheduled", EnvVars: env("POD_MAX_BACKOFF"), Destination: &sb.Max},
+		}, agentFlags(&o.agent)...),
+		Action: func(c *urfave.Context) error { return run(c.Context, o) },
+	}
+}
+
+// serverConfig is the control plane's config, once the flags are parsed.
+func (o *serverOptions) serverConfig() (server.Config, error) {
+	mode, err := strconv.ParseUint(o.kubeconfigMode, 8, 32)
+	if err != nil {
+		return server.Config{}, fmt.Errorf("--write-kubeconfig-mode %q: not an octal file mode", o.kubeconfigMode)
+	}
+	cfg := o.server
+	cfg.KubeconfigMode = os.FileMode(mode)
+	return cfg, nil
+}
+
+// runServer starts the control plane, then, unless --disable-agent, the
+// local agent as one of its clients, and serves until SIGINT or SIGTERM.
+func runServer(ctx context.Context, o *serverOptions) error {
+	if o.debug {
+		logrus.SetLevel(logrus.DebugLevel)
+	}
+	cfg, err := o.serverConfig()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	s, err := server.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if !o.disableAgent {
+		ac := localAgent(o.agent, cfg, s)
+		// A client of the server: at shutdown it stops while the API
+		// still answers.
+		s.Go("agent", func(ctx context.Context) error { return agent.Run(ctx, ac, s.NodeConfig) })
+	}
+	return s.Wait()
+}
+
+// localAgent completes the local agent's config from the server's: the
+// same data dir, node and cluster networks, on a control-plane node.
+func localAgent(ac agent.Config, cfg server.Config, s *server.Server) agent.Config {
+	ac.DataDir, ac.NodeName, ac.ControlPlane = cfg.DataDir, s.NodeName, true
+	ac.ClusterCIDR, ac.ClusterDNS, ac.ClusterDomain = cfg.ClusterCIDR, cfg.ClusterDNS, cfg.ClusterDomain
+	if ac.NodeIP == "" {
+		ac.NodeIP = s.AdvertiseAddress
+	}
+	return ac
+}

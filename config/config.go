@@ -1,0 +1,80 @@
+// Package config holds kelp's defaults and well-known names, each declared
+// once: the CLI's flags take their defaults from here, and the packages that
+// fall back on a default when a field is left empty use the same constant.
+//
+// It imports nothing from kelp, so every layer (cli, server, agent, the
+// controllers) may import it without a cycle.
+package config
+
+import "time"
+
+// Paths. Tests move every one of them with flags, so that several servers
+// and agents can run on one machine.
+const (
+	// DataDir holds all state: <data-dir>/server and <data-dir>/agent.
+	DataDir = "/var/lib/kelp"
+	// RunDir holds runtime files: pod netns pins, runc state, the
+	// supervised containerd's socket.
+	RunDir = "/run/kelp"
+	// Kubeconfig is where `kelp server` writes the admin kubeconfig and
+	// where `kelp kubectl` looks when KUBECONFIG is unset.
+	Kubeconfig = "/etc/kelp/kelp.yaml"
+	// KubeconfigMode is the admin kubeconfig's file mode, in octal as the
+	// flag takes it: the file carries cluster-admin credentials.
+	KubeconfigMode = "0600"
+	PodLogDir      = "/var/log/pods"
+	CgroupRoot     = "/kubepods"
+)
+
+// Networks, as k3s defaults them. The first address of ServiceCIDR is the
+// default/kubernetes Service; ClusterDNS must lie inside ServiceCIDR.
+const (
+	ClusterCIDR          = "10.42.0.0/16"
+	ServiceCIDR          = "10.43.0.0/16"
+	ServiceNodePortRange = "30000-32767"
+	ClusterDNS           = "10.43.0.10"
+	ClusterDomain        = "cluster.local"
+	// NodeNetwork is the node-network backend (--flannel-backend): the
+	// local bridge until the cross-node overlays land.
+	NodeNetwork = "bridge"
+)
+
+// Listeners.
+const (
+	BindAddress = "0.0.0.0"
+	HTTPSPort   = 6443  // the API server
+	KubeletPort = 10250 // the kubelet's HTTPS endpoint (logs, exec)
+	DNSPort     = 53    // the node's cluster DNS, on the node IP
+)
+
+// Timings. Every one of them is a flag, so tests can shrink it; the values
+// are upstream's unless said otherwise.
+const (
+	EtcdCompactionInterval = 5 * time.Minute
+	// CrashLoopMaxBackoff caps container restart delays.
+	CrashLoopMaxBackoff = 5 * time.Minute
+	// The tolerations the API server adds to every pod for the
+	// not-ready and unreachable NoExecute taints.
+	DefaultNotReadyTolerationSeconds    = 300
+	DefaultUnreachableTolerationSeconds = 300
+)
+
+// kube-controller-manager's node lifecycle defaults
+// (nodelifecycle.DefaultConfig assembles them).
+const (
+	NodeMonitorPeriod         = 5 * time.Second
+	NodeMonitorGracePeriod    = 50 * time.Second
+	NodeStartupGracePeriod    = 60 * time.Second
+	NodeEvictionRate          = 0.1
+	SecondaryNodeEvictionRate = 0.01
+	LargeClusterSizeThreshold = 50
+	UnhealthyZoneThreshold    = 0.55
+)
+
+// kube-scheduler's retry delays for a pod that could not be scheduled:
+// PodInitialBackoff, doubling per attempt up to PodMaxBackoff
+// (scheduler.DefaultBackoff).
+const (
+	PodInitialBackoff = 1 * time.Second
+	PodMaxBackoff     = 10 * time.Second
+)

@@ -1,0 +1,25 @@
+package config
+
+// Identities: the users and groups carried by the client certificates the
+// cluster CA issues (CN = user, O = groups). They follow upstream, so audit
+// logs and RBAC read as they do on any cluster; the issuer (server) and the
+// checker (the API server's authorizer, the kubelet) must agree on them.
+const (
+	// AdminUser is the admin kubeconfig's and the token's user.
+	AdminUser = "kelp-admin"
+	// MastersGroup is cluster-admin, bypassing authorization.
+	MastersGroup = "system:masters"
+	// ControllerManagerUser and SchedulerUser are the in-process control
+	// loops.
+	ControllerManagerUser = "system:kube-controller-manager"
+	SchedulerUser         = "system:kube-scheduler"
+	// APIServerKubeletClientUser is the API server towards kubelets (logs,
+	// exec, port-forward): the only user, besides MastersGroup, a kubelet
+	// serves.
+	APIServerKubeletClientUser = "system:kube-apiserver-kubelet-client"
+	// NodesGroup holds every node's user, NodeUser(name).
+	NodesGroup = "system:nodes"
+)
+
+// NodeUser is the user of the node agent on node name.
+func NodeUser(name string) string { return "system:node:" + name }

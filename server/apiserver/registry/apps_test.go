@@ -1,0 +1,79 @@
+package registry
+
+import (
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+func TestScaleAccessors(t *testing.T) {
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+	for _, tc := range []struct {
+		resource string
+		obj      func(replicas *int32, status int32) runtime.Object
+		replicas func(runtime.Object) *int32
+	}{
+		{
+			resource: "deployments",
+			obj: func(r *int32, st int32) runtime.Object {
+				return &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Replicas: r, Selector: sel}, Status: appsv1.DeploymentStatus{Replicas: st}}
+			},
+			replicas: func(o runtime.Object) *int32 { return o.(*appsv1.Deployment).Spec.Replicas },
+		},
+		{
+			resource: "replicasets",
+			obj: func(r *int32, st int32) runtime.Object {
+				return &appsv1.ReplicaSet{Spec: appsv1.ReplicaSetSpec{Replicas: r, Selector: sel}, Status: appsv1.ReplicaSetStatus{Replicas: st}}
+			},
+			replicas: func(o runtime.Object) *int32 { return o.(*appsv1.ReplicaSet).Spec.Replicas },
+		},
+		{
+			resource: "statefulsets",
+			obj: func(r *int32, st int32) runtime.Object {
+				return &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Replicas: r, Selector: sel}, Status: appsv1.StatefulSetStatus{Replicas: st}}
+			},
+			replicas: func(o runtime.Object) *int32 { return o.(*appsv1.StatefulSet).Spec.Replicas },
+		},
+	} {
+		t.Run(tc.resource, func(t *testing.T) {
+			sc := served(t, "apps", tc.resource).Scale
+			if sc == nil {
+				t.Fatal("no /scale")
+			}
+			for _, c := range []struct {
+				name     string
+				replicas *int32
+				want     int32
+			}{{"unset reads as 1", nil, 1}, {"zero", i32(0), 0}, {"five", i32(5), 5}} {
+				spec, status, gotSel := sc.Replicas(tc.obj(c.replicas, 3))
+				if spec != c.want || status != 3 || gotSel != sel {
+					t.Errorf("%s: Replicas = %d, %d, %v; want %d, 3, the spec's selector", c.name, spec, status, gotSel, c.want)
+				}
+			}
+			a, b := tc.obj(nil, 0), tc.obj(i32(2), 0)
+			sc.SetReplicas(a, 7)
+			sc.SetReplicas(b, 0)
+			if r := tc.replicas(a); r == nil || *r != 7 {
+				t.Errorf("SetReplicas(7) wrote %v", r)
+			}
+			if r := tc.replicas(b); r == nil || *r != 0 {
+				t.Errorf("SetReplicas(0) wrote %v", r)
+			}
+			if tc.replicas(a) == tc.replicas(b) {
+				t.Error("two objects share one replicas pointer")
+			}
+			if spec, _, _ := sc.Replicas(a); spec != 7 {
+				t.Errorf("read back %d after SetReplicas(7)", spec)
+			}
+		})
+	}
+	// Only these three kinds have /scale.
+	for _, r := range All(Options{}) {
+		want := r.GVR.Group == "apps" && (r.GVR.Resource == "deployments" || r.GVR.Resource == "replicasets" || r.GVR.Resource == "statefulsets")
+		if (r.Scale != nil) != want {
+			t.Errorf("%s: has /scale = %v, want %v", r.GVR, r.Scale != nil, want)
+		}
+	}
+}

@@ -1,0 +1,163 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/kelp-project/kelp/config"
+	"github.com/kelp-project/kelp/embedded/etcd"
+	"github.com/kelp-project/kelp/server/apiserver"
+	"github.com/kelp-project/kelp/server/apiserver/auth"
+	"github.com/kelp-project/kelp/server/pki"
+)
+
+// apiServing is the API server behind its HTTPS listener.
+type apiServing struct {
+	api      *apiserver.Server
+	port     int // the bound one: --https-listen-port 0 picks a free port
+	srv      *http.Server
+	inflight atomic.Int64 // requests being served, watches included
+	serveErr chan error
+	stop     context.CancelFunc // ends the API server's watches
+}
+
+// startAPI listens on the bind address and serves the API server there,
+// with a serving certificate for every name and address clients may use.
+func startAPI(ctx context.Context, cfg Config, e *etcd.Etcd, ca *pki.CA, token, tlsDir string) (_ *apiServing, err error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.BindAddress, strconv.Itoa(cfg.HTTPSPort)))
+	if err != nil {
+		return nil, fmt.Errorf("API server listen: %w", err)
+	}
+	// The API server's own context outlives ctx: at shutdown, watches end
+	// only after the clients have stopped (see Server.shutdown).
+	apiCtx, stopAPI := context.WithCancel(context.WithoutCancel(ctx))
+	defer func() {
+		if err != nil {
+			ln.Close()
+			stopAPI()
+		}
+	}()
+	a := &apiServing{port: ln.Addr().(*net.TCPAddr).Port, serveErr: make(chan error, 1), stop: stopAPI}
+	kcPEM, kkPEM, err := ca.ClientCert(config.APIServerKubeletClientUser, nil)
+	if err != nil {
+		return nil, err
+	}
+	kubeletClient, err := tls.X509KeyPair(kcPEM, kkPEM)
+	if err != nil {
+		return nil, err
+	}
+	a.api, err = apiserver.New(apiCtx, apiserver.Config{
+		Etcd:               e.Client,
+		Authenticators:     []auth.Authenticator{auth.TokenAuthenticator{token: {Name: config.AdminUser, Groups: []string{config.MastersGroup}}}},
+		ServiceCIDR:        cfg.ServiceCIDR,
+		NodePortRange:      cfg.ServiceNodePorts,
+		PublicAddress:      cfg.AdvertiseAddress,
+		PublicPort:         a.port,
+		CompactionInterval: cfg.CompactionInterval,
+
+		DefaultNotReadyTolerationSeconds:    cfg.DefaultNotReadyTolerationSeconds,
+		DefaultUnreachableTolerationSeconds: cfg.DefaultUnreachableTolerationSeconds,
+		KubeletClientCert:                   &kubeletClient,
+	})
+	if err != nil {
+		return nil, err
+	}
+	hostname, _ := os.Hostname()
+	dnsNames, ips := servingNames(cfg, hostname, hostIPs())
+	certFile, keyFile, err := ca.ServingCert(tlsDir, "serving-kube-apiserver", dnsNames, ips)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, err
+	}
+	a.srv = &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			a.inflight.Add(1)
+			defer a.inflight.Add(-1)
+			a.api.ServeHTTP(w, r)
+		}),
+		TLSConfig: &tls.Config{
+			Certificates: []tls.Certificate{cert},
+			ClientAuth:   tls.VerifyClientCertIfGiven,
+			ClientCAs:    ca.Pool(),
+			MinVersion:   tls.VersionTLS12,
+			NextProtos:   []string{"h2", "http/1.1"},
+		},
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          logrusErrorLog(),
+	}
+	go func() { a.serveErr <- a.srv.ServeTLS(ln, "", "") }()
+	return a, nil
+}
+
+// drain stops the API server once its clients have stopped.
+func (a *apiServing) drain() {
+	a.stop() // ends watches, so only real requests are left to finish
+	// Shutdown stops the listener and says GOAWAY, but it also waits for
+	// idle HTTP/2 connections to be closed by their clients (a second or
+	// more for the in-process ones). Requests in flight are what must
+	// finish; once they have, the connections are closed outright.
+	go func() { _ = a.srv.Shutdown(context.Background()) }()
+	for deadline := time.Now().Add(10 * time.Second); a.inflight.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	_ = a.srv.Close()
+}
+
+// close stops the API server at once, for a failed start.
+func (a *apiServing) close() {
+	a.stop()
+	_ = a.srv.Close()
+}
+
+// servingNames are the DNS names and IPs the serving certificate must
+// cover: the in-cluster names of the kubernetes Service and its ClusterIP,
+// the host and node names, every host address and the advertise address.
+func servingNames(cfg Config, hostname string, hostIPs []net.IP) ([]string, []net.IP) {
+	dnsNames := []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc." + cfg.ClusterDomain}
+	for _, n := range []string{hostname, cfg.NodeName} {
+		if n != "" && !slices.Contains(dnsNames, n) {
+			dnsNames = append(dnsNames, n)
+		}
+	}
+	ips := append(hostIPs, net.ParseIP(cfg.AdvertiseAddress), net.ParseIP(firstServiceIP(cfg.ServiceCIDR)))
+	return dnsNames, ips
+}
+
+// hostIPs are the host's addresses, loopback included.
+func hostIPs() []net.IP {
+	out := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLinkLocalUnicast() {
+			out = append(out, n.IP)
+		}
+	}
+	return out
+}
+
+// firstServiceIP is the kubernetes Service's ClusterIP.
+func firstServiceIP(cidr string) string {
+	_, n, err := net.ParseCIDR(cidr)
+	if err != nil {
+		return ""
+	}
+	ip := n.IP.To4()
+	if ip == nil {
+		return ""
+	}
+	out := make(net.IP, 4)
+	copy(out, ip)
+	out[3]++
+	return out.String()
+}
