@@ -224,8 +224,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ok, _ := s.authorizer.Authorize(u, info); !ok {
-		gr := schema.GroupResource{Group: info.Group, Resource: info.Resource}
-		s.writeError(w, r, apierrors.NewForbidden(gr, info.Name, fmt.Errorf("%s", strings.TrimPrefix(auth.ForbiddenMessage(u, info), forbiddenPrefix(gr, info.Name)))))
+		s.writeError(w, r, auth.Forbidden(u, info))
 		return
 	}
 	ctx := auth.WithUser(r.Context(), u)
@@ -235,15 +234,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.serveResource(w, r, info)
-}
-
-// forbiddenPrefix is what apierrors.NewForbidden puts before the reason, so
-// the final message reads exactly as upstream's.
-func forbiddenPrefix(gr schema.GroupResource, name string) string {
-	if name == "" {
-		return gr.String() + " is forbidden: "
-	}
-	return fmt.Sprintf("%s %q is forbidden: ", gr.String(), name)
 }
 
 func (s *Server) serveNonResource(w http.ResponseWriter, r *http.Request, info requestInfo) {

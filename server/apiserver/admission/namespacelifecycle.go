@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -38,8 +39,13 @@ func (n namespaceLifecycle) Validate(ctx context.Context, a *Attributes) error {
 		if a.Resource.GroupResource() == (schema.GroupResource{Resource: "events"}) || a.Resource.GroupResource() == (schema.GroupResource{Group: "events.k8s.io", Resource: "events"}) {
 			return nil
 		}
-		return apierrors.NewForbidden(a.Resource.GroupResource(), a.Name,
+		// The cause tells controllers the create was refused because the
+		// namespace is going, not for a fault of theirs.
+		err := apierrors.NewForbidden(a.Resource.GroupResource(), a.Name,
 			fmt.Errorf("unable to create new content in namespace %s because it is being terminated", a.Namespace))
+		err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{
+			Type: corev1.NamespaceTerminatingCause, Message: fmt.Sprintf("namespace %s is being terminated", a.Namespace), Field: "metadata.namespace"})
+		return err
 	}
 	return nil
 }

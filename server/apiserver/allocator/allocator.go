@@ -32,17 +32,10 @@ type ErrFull struct{ Range string }
 func (e ErrFull) Error() string { return fmt.Sprintf("range %s is full", e.Range) }
 
 // ErrOutOfRange means a requested value is not in the range.
-type ErrOutOfRange struct{ Value, Range string }
+type ErrOutOfRange struct{ Kind, Value, Range string } // Kind: "IP" or "port"
 
 func (e ErrOutOfRange) Error() string {
-	return fmt.Sprintf("provided %s is not in the valid range. The range of valid %ss is %s", e.Value, kindOf(e.Value), e.Range)
-}
-
-func kindOf(v string) string {
-	if strings.Contains(v, ".") || strings.Contains(v, ":") {
-		return "IP"
-	}
-	return "port"
+	return fmt.Sprintf("provided %s is not in the valid range. The range of valid %ss is %s", e.Value, e.Kind, e.Range)
 }
 
 // Services allocates from one service CIDR and one node port range.
@@ -94,7 +87,7 @@ func (s *Services) AllocateIP(ctx context.Context, ip, owner string) (string, er
 	if ip != "" {
 		a, err := netip.ParseAddr(ip)
 		if err != nil || !s.cidr.Contains(a) || a == s.cidr.Addr() || a == s.ipAt(s.size) {
-			return "", ErrOutOfRange{Value: ip, Range: s.cidr.String()}
+			return "", ErrOutOfRange{Kind: "IP", Value: ip, Range: s.cidr.String()}
 		}
 		return ip, s.claim(ctx, ipPrefix+ip, owner, ip)
 	}
@@ -123,7 +116,7 @@ func (s *Services) AllocateIP(ctx context.Context, ip, owner string) (string, er
 func (s *Services) AllocatePort(ctx context.Context, port int, owner string) (int, error) {
 	if port != 0 {
 		if port < s.portBase || port >= s.portBase+s.portSize {
-			return 0, ErrOutOfRange{Value: strconv.Itoa(port), Range: fmt.Sprintf("%d-%d", s.portBase, s.portBase+s.portSize-1)}
+			return 0, ErrOutOfRange{Kind: "port", Value: strconv.Itoa(port), Range: fmt.Sprintf("%d-%d", s.portBase, s.portBase+s.portSize-1)}
 		}
 		return port, s.claim(ctx, portPrefix+strconv.Itoa(port), owner, strconv.Itoa(port))
 	}

@@ -1,9 +1,14 @@
 package auth
 
 import (
+	"errors"
+
 	"fmt"
 	"slices"
 	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Attributes are what a request asks to do: a verb on a resource (with
@@ -49,24 +54,32 @@ func (AdminAuthorizer) Authorize(u *User, info Attributes) (bool, string) {
 	return false, "only cluster administrators are authorized"
 }
 
+// Forbidden is upstream's 403 for a request the authorizers refused: the
+// resource named with its group (deployments.apps), the subresource only
+// in the text.
+func Forbidden(u *User, info Attributes) *apierrors.StatusError {
+	gr := schema.GroupResource{}
+	if info.IsResource {
+		gr = schema.GroupResource{Group: info.Group, Resource: info.Resource}
+	}
+	return apierrors.NewForbidden(gr, info.Name, errors.New(forbiddenReason(u, info)))
+}
+
 // ForbiddenMessage is upstream's 403 text.
 func ForbiddenMessage(u *User, info Attributes) string {
+	return Forbidden(u, info).ErrStatus.Message
+}
+
+func forbiddenReason(u *User, info Attributes) string {
 	if !info.IsResource {
-		return fmt.Sprintf("forbidden: User %q cannot %s path %q", u.Name, info.Verb, info.Path)
+		return fmt.Sprintf("User %q cannot %s path %q", u.Name, info.Verb, info.Path)
 	}
 	res := info.Resource
 	if info.Subresource != "" {
 		res += "/" + info.Subresource
 	}
-	subject := res
-	if info.Name != "" {
-		subject = fmt.Sprintf("%s %q", info.Resource, info.Name)
-	}
-	msg := fmt.Sprintf("%s is forbidden: User %q cannot %s resource %q in API group %q", subject, u.Name, info.Verb, res, info.Group)
 	if info.Namespace != "" {
-		msg += fmt.Sprintf(" in the namespace %q", info.Namespace)
-	} else {
-		msg += " at the cluster scope"
+		return fmt.Sprintf("User %q cannot %s resource %q in API group %q in the namespace %q", u.Name, info.Verb, res, info.Group, info.Namespace)
 	}
-	return msg
+	return fmt.Sprintf("User %q cannot %s resource %q in API group %q at the cluster scope", u.Name, info.Verb, res, info.Group)
 }
