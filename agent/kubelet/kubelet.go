@@ -56,6 +56,9 @@ type Network interface {
 	Setup(podUID string) (netnsPath string, ip netip.Addr, err error)
 	Teardown(podUID string) error
 	Recover(keep map[string]bool) error
+	// InNetNS runs fn inside the network namespace pinned at netnsPath
+	// (port-forward dials the pod's loopback from there).
+	InNetNS(netnsPath string, fn func() error) error
 }
 
 // Config holds the kubelet's settings; zero timings take upstream defaults.

@@ -13,8 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/apimachinery/pkg/util/httpstream/spdy"
-
-	"github.com/kelp-project/kelp/netplane/bridge"
 )
 
 // portForward serves kubectl port-forward over SPDY (portforward.k8s.io):
@@ -96,7 +94,7 @@ func (k *Kubelet) forward(netns string, p *streamPair, conn httpstream.Connectio
 		return err
 	}
 	if netns != "" {
-		err = bridge.InNetNSPath(netns, dial)
+		err = k.network.InNetNS(netns, dial)
 	} else {
 		err = dial()
 	}
