@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/kelp-project/kelp/agent/kubelet/nodestatus"
 	"github.com/kelp-project/kelp/runtime"
 )
 
@@ -94,6 +95,8 @@ type Kubelet struct {
 	runtime  Runtime
 	network  Network
 	recorder record.EventRecorder
+	machine  nodestatus.Machine
+	node     *nodestatus.Reporter
 
 	podLister corelisters.PodLister
 	secrets   corelisters.SecretLister
@@ -102,8 +105,6 @@ type Kubelet struct {
 
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
-
-	lastStatusPost time.Time
 }
 
 // New builds a kubelet; Run starts it.
@@ -117,7 +118,8 @@ func New(cfg Config, client kubernetes.Interface, rt Runtime, recorder record.Ev
 	if cfg.CgroupRoot == "" {
 		cfg.CgroupRoot = "/kubepods"
 	}
-	return &Kubelet{cfg: cfg, client: client, runtime: rt, recorder: recorder, workers: map[types.UID]*podWorker{}}
+	return &Kubelet{cfg: cfg, client: client, runtime: rt, recorder: recorder, machine: nodestatus.Host{DataDir: cfg.DataDir},
+		workers: map[types.UID]*podWorker{}}
 }
 
 // Run registers the node, sets up the pod network, and runs pods until
@@ -131,7 +133,9 @@ func (k *Kubelet) Run(ctx context.Context) error {
 		return fmt.Errorf("kubelet endpoint: %w", err)
 	}
 	k.cfg.KubeletPort = ln.Addr().(*net.TCPAddr).Port
-	node, err := k.register(ctx)
+	k.node = nodestatus.New(nodestatus.Config{NodeName: k.cfg.NodeName, NodeIP: k.cfg.NodeIP, ControlPlane: k.cfg.ControlPlane,
+		Labels: k.cfg.NodeLabels, KubeletPort: k.cfg.KubeletPort, Version: k.cfg.Version}, k.client, k.runtime, k.machine)
+	node, err := k.node.Register(ctx)
 	if err != nil {
 		return fmt.Errorf("registering node %s: %w", k.cfg.NodeName, err)
 	}
@@ -140,13 +144,13 @@ func (k *Kubelet) Run(ctx context.Context) error {
 		return fmt.Errorf("pod network for %s: %w", node.Spec.PodCIDR, err)
 	}
 	k.network = network
+	k.node.NetworkReady()
 	go func() {
 		if err := k.serve(ctx, ln); err != nil {
 			logrus.WithError(err).Error("kubelet endpoint stopped")
 		}
 	}()
-	go k.every(ctx, leaseRenewInterval, k.renewLease)
-	go k.every(ctx, statusUpdateInterval, k.syncNodeStatus)
+	k.node.Start(ctx)
 
 	factory := informers.NewSharedInformerFactoryWithOptions(k.client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
@@ -183,7 +187,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 			return fmt.Errorf("kubelet: %v cache never synced", typ)
 		}
 	}
-	k.syncNodeStatus(ctx)
+	k.node.SyncStatus(ctx)
 	k.removeOrphans(ctx)
 	go k.relist(ctx)
 	<-ctx.Done()
@@ -193,20 +197,6 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	}
 	k.mu.Unlock()
 	return nil
-}
-
-func (k *Kubelet) every(ctx context.Context, d time.Duration, f func(context.Context)) {
-	f(ctx)
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			f(ctx)
-		}
-	}
 }
 
 func (k *Kubelet) podDir(uid types.UID) string {
