@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/kelp-project/kelp/agent/kubelet/nodestatus"
+	"github.com/kelp-project/kelp/agent/kubelet/server"
 	"github.com/kelp-project/kelp/runtime"
 )
 
@@ -145,8 +146,10 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	}
 	k.network = network
 	k.node.NetworkReady()
+	endpoint := server.New(server.Config{NodeName: k.cfg.NodeName, NodeIP: k.cfg.NodeIP, ClientCA: k.cfg.ClientCA},
+		endpointPods{k}, k.runtime, k.network)
 	go func() {
-		if err := k.serve(ctx, ln); err != nil {
+		if err := endpoint.Serve(ctx, ln); err != nil {
 			logrus.WithError(err).Error("kubelet endpoint stopped")
 		}
 	}()
