@@ -6,6 +6,12 @@
 // the runtime reports and takes the next step (level-triggered), so a
 // restart of the agent adopts running containers instead of restarting
 // them.
+//
+// The pod workers live here; the pieces that only need a narrow view of
+// them are subpackages, each behind interfaces it declares and wired in
+// Run: prober (probes and hook checks), nodestatus (registration, node
+// status, the Lease) and server (the HTTPS endpoint, answered from the
+// workers by endpointPods).
 package kubelet
 
 import (
@@ -97,7 +103,6 @@ type Kubelet struct {
 	network  Network
 	recorder record.EventRecorder
 	machine  nodestatus.Machine
-	node     *nodestatus.Reporter
 
 	podLister corelisters.PodLister
 	secrets   corelisters.SecretLister
@@ -134,9 +139,9 @@ func (k *Kubelet) Run(ctx context.Context) error {
 		return fmt.Errorf("kubelet endpoint: %w", err)
 	}
 	k.cfg.KubeletPort = ln.Addr().(*net.TCPAddr).Port
-	k.node = nodestatus.New(nodestatus.Config{NodeName: k.cfg.NodeName, NodeIP: k.cfg.NodeIP, ControlPlane: k.cfg.ControlPlane,
+	reporter := nodestatus.New(nodestatus.Config{NodeName: k.cfg.NodeName, NodeIP: k.cfg.NodeIP, ControlPlane: k.cfg.ControlPlane,
 		Labels: k.cfg.NodeLabels, KubeletPort: k.cfg.KubeletPort, Version: k.cfg.Version}, k.client, k.runtime, k.machine)
-	node, err := k.node.Register(ctx)
+	node, err := reporter.Register(ctx)
 	if err != nil {
 		return fmt.Errorf("registering node %s: %w", k.cfg.NodeName, err)
 	}
@@ -145,7 +150,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 		return fmt.Errorf("pod network for %s: %w", node.Spec.PodCIDR, err)
 	}
 	k.network = network
-	k.node.NetworkReady()
+	reporter.NetworkReady()
 	endpoint := server.New(server.Config{NodeName: k.cfg.NodeName, NodeIP: k.cfg.NodeIP, ClientCA: k.cfg.ClientCA},
 		endpointPods{k}, k.runtime, k.network)
 	go func() {
@@ -153,7 +158,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 			logrus.WithError(err).Error("kubelet endpoint stopped")
 		}
 	}()
-	k.node.Start(ctx)
+	reporter.Start(ctx)
 
 	factory := informers.NewSharedInformerFactoryWithOptions(k.client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
@@ -190,7 +195,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 			return fmt.Errorf("kubelet: %v cache never synced", typ)
 		}
 	}
-	k.node.SyncStatus(ctx)
+	reporter.SyncStatus(ctx)
 	k.removeOrphans(ctx)
 	go k.relist(ctx)
 	<-ctx.Done()
