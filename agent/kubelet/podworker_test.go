@@ -363,3 +363,18 @@ func TestNeedsSyncIgnoresStatusOnlyChanges(t *testing.T) {
 		t.Error("a label change does not wake the worker")
 	}
 }
+
+func TestOrphansOfPodsDeletedWhileDownAreRemoved(t *testing.T) {
+	kept := testPod("kept", "c")
+	tk := newTestKubelet(t, kept)
+	keptID := tk.rt.adopt(kept, "c", 0)
+	orphanID := tk.rt.adopt(testPod("orphan", "c"), "c", 0)
+	tk.removeOrphans(t.Context())
+	assertCalls(t, tk.rt.took("stop", "remove"), "stop "+orphanID+" 0s", "remove "+orphanID)
+	if _, err := tk.rt.ContainerStatus(t.Context(), keptID); err != nil {
+		t.Fatalf("the kept pod's container went: %v", err)
+	}
+	if len(tk.net.recovered) != 1 || !tk.net.recovered["uid-kept"] {
+		t.Fatalf("network recovered with %v, want only uid-kept", tk.net.recovered)
+	}
+}
