@@ -13,6 +13,7 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kelp-project/kelp/agent/kubelet/prober"
 	"github.com/kelp-project/kelp/runtime"
 )
 
@@ -88,23 +89,13 @@ func (w *podWorker) startContainer(ctx context.Context, pod *corev1.Pod, c *core
 	k.event(pod, corev1.EventTypeNormal, "Started", "Started container %s", c.Name)
 	delete(w.waiting, c.Name)
 	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
-		if err := w.runHook(ctx, pod, c, spec.ID, c.Lifecycle.PostStart); err != nil {
+		if err := w.hook(ctx, c, spec.ID, c.Lifecycle.PostStart); err != nil {
 			k.event(pod, corev1.EventTypeWarning, "FailedPostStartHook", "PostStartHook failed: %v", err)
-			_ = k.runtime.StopContainer(ctx, spec.ID, gracePeriod(pod))
+			_ = k.runtime.StopContainer(ctx, spec.ID, prober.GracePeriod(pod))
 		}
 	}
 	w.started[spec.ID] = true
 	logrus.Debugf("kubelet: started %s/%s %s (attempt %d)", pod.Namespace, pod.Name, c.Name, n)
-}
-
-func gracePeriod(pod *corev1.Pod) time.Duration {
-	if pod.DeletionGracePeriodSeconds != nil {
-		return time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second
-	}
-	if pod.Spec.TerminationGracePeriodSeconds != nil {
-		return time.Duration(*pod.Spec.TerminationGracePeriodSeconds) * time.Second
-	}
-	return 30 * time.Second
 }
 
 // containerSpec turns the pod's container into what the runtime needs.

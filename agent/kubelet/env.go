@@ -206,7 +206,7 @@ func (k *Kubelet) resourceValue(pod *corev1.Pod, c *corev1.Container, ref *corev
 		if kind == "requests" {
 			return "0", nil
 		}
-		q = k.capacity()[corev1.ResourceName(name)]
+		q = k.machine.Capacity()[corev1.ResourceName(name)]
 	}
 	divisor := ref.Divisor
 	if divisor.IsZero() {

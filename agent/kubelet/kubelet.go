@@ -6,6 +6,12 @@
 // the runtime reports and takes the next step (level-triggered), so a
 // restart of the agent adopts running containers instead of restarting
 // them.
+//
+// The pod workers live here; the pieces that only need a narrow view of
+// them are subpackages, each behind interfaces it declares and wired in
+// Run: prober (probes and hook checks), nodestatus (registration, node
+// status, the Lease) and server (the HTTPS endpoint, answered from the
+// workers by endpointPods).
 package kubelet
 
 import (
@@ -32,6 +38,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/kelp-project/kelp/agent/kubelet/nodestatus"
+	"github.com/kelp-project/kelp/agent/kubelet/server"
 	"github.com/kelp-project/kelp/runtime"
 )
 
@@ -56,6 +64,9 @@ type Network interface {
 	Setup(podUID string) (netnsPath string, ip netip.Addr, err error)
 	Teardown(podUID string) error
 	Recover(keep map[string]bool) error
+	// InNetNS runs fn inside the network namespace pinned at netnsPath
+	// (port-forward dials the pod's loopback from there).
+	InNetNS(netnsPath string, fn func() error) error
 }
 
 // Config holds the kubelet's settings; zero timings take upstream defaults.
@@ -91,6 +102,7 @@ type Kubelet struct {
 	runtime  Runtime
 	network  Network
 	recorder record.EventRecorder
+	machine  nodestatus.Machine
 
 	podLister corelisters.PodLister
 	secrets   corelisters.SecretLister
@@ -99,8 +111,6 @@ type Kubelet struct {
 
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
-
-	lastStatusPost time.Time
 }
 
 // New builds a kubelet; Run starts it.
@@ -114,7 +124,8 @@ func New(cfg Config, client kubernetes.Interface, rt Runtime, recorder record.Ev
 	if cfg.CgroupRoot == "" {
 		cfg.CgroupRoot = "/kubepods"
 	}
-	return &Kubelet{cfg: cfg, client: client, runtime: rt, recorder: recorder, workers: map[types.UID]*podWorker{}}
+	return &Kubelet{cfg: cfg, client: client, runtime: rt, recorder: recorder, machine: nodestatus.Host{DataDir: cfg.DataDir},
+		workers: map[types.UID]*podWorker{}}
 }
 
 // Run registers the node, sets up the pod network, and runs pods until
@@ -128,7 +139,9 @@ func (k *Kubelet) Run(ctx context.Context) error {
 		return fmt.Errorf("kubelet endpoint: %w", err)
 	}
 	k.cfg.KubeletPort = ln.Addr().(*net.TCPAddr).Port
-	node, err := k.register(ctx)
+	reporter := nodestatus.New(nodestatus.Config{NodeName: k.cfg.NodeName, NodeIP: k.cfg.NodeIP, ControlPlane: k.cfg.ControlPlane,
+		Labels: k.cfg.NodeLabels, KubeletPort: k.cfg.KubeletPort, Version: k.cfg.Version}, k.client, k.runtime, k.machine)
+	node, err := reporter.Register(ctx)
 	if err != nil {
 		return fmt.Errorf("registering node %s: %w", k.cfg.NodeName, err)
 	}
@@ -137,13 +150,15 @@ func (k *Kubelet) Run(ctx context.Context) error {
 		return fmt.Errorf("pod network for %s: %w", node.Spec.PodCIDR, err)
 	}
 	k.network = network
+	reporter.NetworkReady()
+	endpoint := server.New(server.Config{NodeName: k.cfg.NodeName, NodeIP: k.cfg.NodeIP, ClientCA: k.cfg.ClientCA},
+		endpointPods{k}, k.runtime, k.network)
 	go func() {
-		if err := k.serve(ctx, ln); err != nil {
+		if err := endpoint.Serve(ctx, ln); err != nil {
 			logrus.WithError(err).Error("kubelet endpoint stopped")
 		}
 	}()
-	go k.every(ctx, leaseRenewInterval, k.renewLease)
-	go k.every(ctx, statusUpdateInterval, k.syncNodeStatus)
+	reporter.Start(ctx)
 
 	factory := informers.NewSharedInformerFactoryWithOptions(k.client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
@@ -180,7 +195,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 			return fmt.Errorf("kubelet: %v cache never synced", typ)
 		}
 	}
-	k.syncNodeStatus(ctx)
+	reporter.SyncStatus(ctx)
 	k.removeOrphans(ctx)
 	go k.relist(ctx)
 	<-ctx.Done()
@@ -190,20 +205,6 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	}
 	k.mu.Unlock()
 	return nil
-}
-
-func (k *Kubelet) every(ctx context.Context, d time.Duration, f func(context.Context)) {
-	f(ctx)
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			f(ctx)
-		}
-	}
 }
 
 func (k *Kubelet) podDir(uid types.UID) string {

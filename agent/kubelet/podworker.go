@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kelp-project/kelp/agent/kubelet/prober"
 	"github.com/kelp-project/kelp/runtime"
 )
 
@@ -47,7 +48,7 @@ type podWorker struct {
 	podIP     netip.Addr
 	backoff   map[string]*restartBackoff // per container name: crash and image-pull backoff
 	waiting   map[string]waitingState    // why a container is not running, for the status
-	probes    *prober
+	probes    *prober.Manager
 	started   map[string]bool // container IDs whose postStart hook ran
 	startTime time.Time
 	posted    *corev1.PodStatus
@@ -59,7 +60,7 @@ func newPodWorker(k *Kubelet, pod *corev1.Pod) *podWorker {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &podWorker{k: k, uid: pod.UID, pod: pod, kickCh: make(chan struct{}, 1), ctx: ctx, cancel: cancel,
 		backoff: map[string]*restartBackoff{}, waiting: map[string]waitingState{}, started: map[string]bool{}}
-	w.probes = newProber(w)
+	w.probes = prober.NewManager(ctx, k.runtime, k.recorder, w.kick)
 	return w
 }
 
@@ -91,7 +92,7 @@ func (w *podWorker) kick() {
 func (w *podWorker) stop() { w.cancel() }
 
 func (w *podWorker) run() {
-	defer w.probes.stopAll()
+	defer w.probes.StopAll()
 	for {
 		select {
 		case <-w.ctx.Done():
@@ -141,6 +142,24 @@ func latest(l []runtime.ContainerStatus) *runtime.ContainerStatus {
 	return &l[len(l)-1]
 }
 
+// running maps the IDs of the pod's running app container instances to
+// their containers: what gets probed.
+func running(pod *corev1.Pod, inst map[string][]runtime.ContainerStatus) map[string]*corev1.Container {
+	out := map[string]*corev1.Container{}
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		if last := latest(inst[c.Name]); last != nil && last.State == runtime.StateRunning {
+			out[last.ID] = c
+		}
+	}
+	return out
+}
+
+// hook runs a postStart or preStop handler against container instance id.
+func (w *podWorker) hook(ctx context.Context, c *corev1.Container, id string, h *corev1.LifecycleHandler) error {
+	return prober.RunHook(ctx, w.k.runtime, prober.Target{Container: c, ID: id, PodIP: w.podIP.String()}, h)
+}
+
 // sync takes the pod one step towards its spec; it returns true when the
 // pod is finished with and the worker can end.
 func (w *podWorker) sync(pod *corev1.Pod, gone bool) bool {
@@ -185,7 +204,7 @@ func (w *podWorker) sync(pod *corev1.Pod, gone bool) bool {
 		}
 	}
 	inst, _ = w.instances(ctx)
-	w.probes.sync(pod, inst)
+	w.probes.Sync(pod, w.podIP.String(), running(pod, inst))
 	w.postStatus(ctx, pod, inst)
 	return false
 }
@@ -310,7 +329,7 @@ func (w *podWorker) killAll(ctx context.Context, pod *corev1.Pod, grace time.Dur
 
 // cleanup removes the pod's containers, sandbox and files.
 func (w *podWorker) cleanup(ctx context.Context, pod *corev1.Pod) {
-	w.probes.stopAll()
+	w.probes.StopAll()
 	if inst, err := w.instances(ctx); err == nil {
 		for _, l := range inst {
 			for _, c := range l {

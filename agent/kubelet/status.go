@@ -227,9 +227,9 @@ func (w *podWorker) containerStatus(pod *corev1.Pod, c *corev1.Container, inst [
 			cs.LastTerminationState = w.state(pod, c.Name, inst[len(inst)-2])
 		}
 		if last.State == runtime.StateRunning {
-			started := w.probes.isStarted(last.ID)
+			started := w.probes.Started(last.ID)
 			cs.Started = &started
-			cs.Ready = !init && w.probes.isReady(last.ID)
+			cs.Ready = !init && w.probes.Ready(last.ID)
 		}
 	}
 	if wst, ok := w.waiting[c.Name]; ok && (last == nil || last.State != runtime.StateRunning) {

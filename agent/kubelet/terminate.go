@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kelp-project/kelp/agent/kubelet/prober"
 	"github.com/kelp-project/kelp/runtime"
 )
 
@@ -19,9 +20,9 @@ import (
 // written, and the deletion is confirmed with grace 0. It returns true
 // when the pod is gone.
 func (w *podWorker) terminate(ctx context.Context, pod *corev1.Pod) bool {
-	grace := gracePeriod(pod)
+	grace := prober.GracePeriod(pod)
 	deadline := time.Now().Add(grace)
-	w.probes.stopAll()
+	w.probes.StopAll()
 	inst, err := w.instances(ctx)
 	if err != nil {
 		return false
@@ -38,7 +39,7 @@ func (w *podWorker) terminate(ctx context.Context, pod *corev1.Pod) bool {
 			w.k.event(pod, corev1.EventTypeNormal, "Killing", "Stopping container %s", c.Name)
 			if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
 				hookCtx, cancel := context.WithDeadline(ctx, deadline)
-				if err := w.runHook(hookCtx, pod, &c, id, c.Lifecycle.PreStop); err != nil {
+				if err := w.hook(hookCtx, &c, id, c.Lifecycle.PreStop); err != nil {
 					w.k.event(pod, corev1.EventTypeWarning, "FailedPreStopHook", "PreStopHook failed: %v", err)
 				}
 				cancel()

@@ -1,22 +1,24 @@
-package kubelet
+// Package nodestatus is the kubelet's side of the Node object: it
+// registers the node, computes and posts its status, and renews its Lease
+// in kube-node-lease. It knows the container runtime and the host only
+// through the small interfaces it declares.
+package nodestatus
 
 import (
 	"context"
 	"fmt"
-	"os"
 	goruntime "runtime"
-	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
-	"golang.org/x/sys/unix"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 )
 
 // Upstream's node timings: the Lease is renewed every 10 s (a quarter of
@@ -28,23 +30,70 @@ const (
 	statusUpdateInterval = 10 * time.Second
 	statusReportInterval = 5 * time.Minute
 	nodeLeaseNamespace   = "kube-node-lease"
-	maxPods              = 110
 )
 
-// register creates the Node object, or refreshes an existing one, and
-// returns it once it has a podCIDR from node IPAM (the bridge needs it).
-func (k *Kubelet) register(ctx context.Context) (*corev1.Node, error) {
-	nodes := k.client.CoreV1().Nodes()
-	desired := k.initialNode()
+// Runtime is what the node status needs from the container runtime: its
+// version, which is also the health check (*runtime.Runtime implements
+// it).
+type Runtime interface {
+	Version(ctx context.Context) (string, error)
+}
+
+// Config describes the node.
+type Config struct {
+	NodeName string
+	NodeIP   string
+	// ControlPlane labels the node node-role.kubernetes.io/control-plane.
+	ControlPlane bool
+	Labels       map[string]string // more labels the kubelet sets
+	KubeletPort  int               // the kubelet's HTTPS endpoint, in daemonEndpoints
+	Version      string            // the kubelet's version
+}
+
+// Reporter keeps this node's Node object and Lease up to date.
+type Reporter struct {
+	cfg     Config
+	client  kubernetes.Interface
+	runtime Runtime
+	machine Machine
+
+	// networkReady: the node is Ready only once the pod network is set up,
+	// which needs the podCIDR that registration waits for.
+	networkReady atomic.Bool
+
+	lastStatusPost time.Time
+}
+
+// New builds the reporter; Register, then Start.
+func New(cfg Config, client kubernetes.Interface, rt Runtime, m Machine) *Reporter {
+	return &Reporter{cfg: cfg, client: client, runtime: rt, machine: m}
+}
+
+// NetworkReady records that the pod network is set up.
+func (r *Reporter) NetworkReady() { r.networkReady.Store(true) }
+
+// Start renews the Lease and syncs the status, each at once and then
+// periodically, until ctx ends.
+func (r *Reporter) Start(ctx context.Context) {
+	go wait.NonSlidingUntilWithContext(ctx, r.RenewLease, leaseRenewInterval)
+	go wait.NonSlidingUntilWithContext(ctx, r.SyncStatus, statusUpdateInterval)
+}
+
+// Register creates the Node object, or refreshes an existing one, and
+// returns it once it has a podCIDR from node IPAM (the pod network needs
+// it).
+func (r *Reporter) Register(ctx context.Context) (*corev1.Node, error) {
+	nodes := r.client.CoreV1().Nodes()
+	desired := r.initialNode()
 	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
-		existing, err := nodes.Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
+		existing, err := nodes.Get(ctx, r.cfg.NodeName, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 			if _, err := nodes.Create(ctx, desired, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 				logrus.WithError(err).Warn("kubelet: registering the node")
 				return false, nil
 			}
-			logrus.Infof("kubelet: registered node %s", k.cfg.NodeName)
+			logrus.Infof("kubelet: registered node %s", r.cfg.NodeName)
 			return true, nil
 		case err != nil:
 			logrus.WithError(err).Warn("kubelet: reading the node")
@@ -74,7 +123,7 @@ func (k *Kubelet) register(ctx context.Context) (*corev1.Node, error) {
 	}
 	var node *corev1.Node
 	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		n, err := nodes.Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
+		n, err := nodes.Get(ctx, r.cfg.NodeName, metav1.GetOptions{})
 		if err != nil || n.Spec.PodCIDR == "" {
 			return false, nil
 		}
@@ -84,75 +133,49 @@ func (k *Kubelet) register(ctx context.Context) (*corev1.Node, error) {
 	return node, err
 }
 
-func (k *Kubelet) initialNode() *corev1.Node {
+func (r *Reporter) initialNode() *corev1.Node {
 	labels := map[string]string{
-		corev1.LabelHostname:      k.cfg.NodeName,
+		corev1.LabelHostname:      r.cfg.NodeName,
 		corev1.LabelOSStable:      goruntime.GOOS,
 		corev1.LabelArchStable:    goruntime.GOARCH,
 		"beta.kubernetes.io/os":   goruntime.GOOS,
 		"beta.kubernetes.io/arch": goruntime.GOARCH,
 	}
-	if k.cfg.ControlPlane {
+	if r.cfg.ControlPlane {
 		labels["node-role.kubernetes.io/control-plane"] = "true"
 	}
-	for key, v := range k.cfg.NodeLabels {
+	for key, v := range r.cfg.Labels {
 		labels[key] = v
 	}
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: k.cfg.NodeName, Labels: labels}}
-	n.Status = k.nodeStatus(nil)
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: r.cfg.NodeName, Labels: labels}}
+	n.Status = r.Status(nil)
 	return n
 }
 
-// capacity reads what the machine has: CPUs, memory, the data dir's
-// filesystem, and 110 pods as upstream.
-func (k *Kubelet) capacity() corev1.ResourceList {
-	list := corev1.ResourceList{
-		corev1.ResourceCPU:  *resource.NewQuantity(int64(goruntime.NumCPU()), resource.DecimalSI),
-		corev1.ResourcePods: *resource.NewQuantity(maxPods, resource.DecimalSI),
-	}
-	var si unix.Sysinfo_t
-	if unix.Sysinfo(&si) == nil {
-		list[corev1.ResourceMemory] = *resource.NewQuantity(int64(si.Totalram)*int64(si.Unit), resource.BinarySI)
-	}
-	var fs unix.Statfs_t
-	if unix.Statfs(k.cfg.DataDir, &fs) == nil {
-		list[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(int64(fs.Blocks)*fs.Bsize, resource.BinarySI)
-	}
-	return list
-}
-
-// nodeStatus computes the status the kubelet reports; conditions keep
-// their lastTransitionTime while their status stays the same.
-func (k *Kubelet) nodeStatus(old *corev1.Node) corev1.NodeStatus {
-	capacity := k.capacity()
+// Status computes the status the kubelet reports; conditions keep their
+// lastTransitionTime from old while their status stays the same.
+func (r *Reporter) Status(old *corev1.Node) corev1.NodeStatus {
+	capacity := r.machine.Capacity()
 	now := metav1.Now()
-	version, _ := k.runtimeVersion()
-	hostname, _ := os.Hostname()
+	version, _ := r.runtimeVersion()
+	info := r.machine.SystemInfo()
+	info.ContainerRuntimeVersion = "containerd://" + version
+	info.KubeletVersion = r.cfg.Version
+	info.KubeProxyVersion = ""
 	st := corev1.NodeStatus{
 		Capacity:    capacity,
 		Allocatable: capacity.DeepCopy(),
 		Phase:       corev1.NodeRunning,
 		Addresses: []corev1.NodeAddress{
-			{Type: corev1.NodeInternalIP, Address: k.cfg.NodeIP},
-			{Type: corev1.NodeHostName, Address: hostname},
+			{Type: corev1.NodeInternalIP, Address: r.cfg.NodeIP},
+			{Type: corev1.NodeHostName, Address: r.machine.Hostname()},
 		},
-		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(k.cfg.KubeletPort)}},
-		NodeInfo: corev1.NodeSystemInfo{
-			MachineID:               readTrimmed("/etc/machine-id"),
-			SystemUUID:              readTrimmed("/sys/class/dmi/id/product_uuid"),
-			BootID:                  readTrimmed("/proc/sys/kernel/random/boot_id"),
-			KernelVersion:           kernelVersion(),
-			OSImage:                 osImage(),
-			ContainerRuntimeVersion: "containerd://" + version,
-			KubeletVersion:          k.cfg.Version,
-			KubeProxyVersion:        "",
-			OperatingSystem:         goruntime.GOOS,
-			Architecture:            goruntime.GOARCH,
-		},
+		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(r.cfg.KubeletPort)}},
+		NodeInfo:        info,
 	}
 	ready := corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 		Message: "kubelet is posting ready status"}
-	if err := k.healthy(); err != nil {
+	if err := r.healthy(); err != nil {
 		ready = corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady",
 			Message: err.Error()}
 	}
@@ -183,34 +206,34 @@ func (k *Kubelet) nodeStatus(old *corev1.Node) corev1.NodeStatus {
 
 // healthy is nil when the node can run pods: the runtime answers and the
 // pod network is set up.
-func (k *Kubelet) healthy() error {
-	if _, err := k.runtimeVersion(); err != nil {
+func (r *Reporter) healthy() error {
+	if _, err := r.runtimeVersion(); err != nil {
 		return fmt.Errorf("container runtime is down: %v", err)
 	}
-	if k.network == nil {
+	if !r.networkReady.Load() {
 		return fmt.Errorf("container runtime network not ready: the pod network is not set up yet")
 	}
 	return nil
 }
 
-func (k *Kubelet) runtimeVersion() (string, error) {
+func (r *Reporter) runtimeVersion() (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	return k.runtime.Version(ctx)
+	return r.runtime.Version(ctx)
 }
 
-// syncNodeStatus posts the node's status when it differs from the last
-// one posted (ignoring heartbeat times), or when statusReportInterval has
+// SyncStatus posts the node's status when it differs from the last one
+// posted (ignoring heartbeat times), or when statusReportInterval has
 // passed, as upstream's kubelet does since node Leases exist.
-func (k *Kubelet) syncNodeStatus(ctx context.Context) {
-	nodes := k.client.CoreV1().Nodes()
-	n, err := nodes.Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
+func (r *Reporter) SyncStatus(ctx context.Context) {
+	nodes := r.client.CoreV1().Nodes()
+	n, err := nodes.Get(ctx, r.cfg.NodeName, metav1.GetOptions{})
 	if err != nil {
 		logrus.WithError(err).Debug("kubelet: reading the node for its status")
 		return
 	}
-	st := k.nodeStatus(n)
-	if !k.lastStatusPost.IsZero() && time.Since(k.lastStatusPost) < statusReportInterval && sameStatus(n.Status, st) {
+	st := r.Status(n)
+	if !r.lastStatusPost.IsZero() && time.Since(r.lastStatusPost) < statusReportInterval && sameStatus(n.Status, st) {
 		return
 	}
 	n.Status = st
@@ -218,7 +241,7 @@ func (k *Kubelet) syncNodeStatus(ctx context.Context) {
 		logrus.WithError(err).Debug("kubelet: posting node status")
 		return
 	}
-	k.lastStatusPost = time.Now()
+	r.lastStatusPost = time.Now()
 }
 
 // sameStatus compares two statuses without heartbeat times.
@@ -233,20 +256,20 @@ func sameStatus(a, b corev1.NodeStatus) bool {
 	return apiequality.Semantic.DeepEqual(strip(a), strip(b))
 }
 
-// renewLease keeps kube-node-lease/<node> fresh; the node lifecycle
+// RenewLease keeps kube-node-lease/<node> fresh; the node lifecycle
 // controller reads it as the node's heartbeat.
-func (k *Kubelet) renewLease(ctx context.Context) {
-	leases := k.client.CoordinationV1().Leases(nodeLeaseNamespace)
+func (r *Reporter) RenewLease(ctx context.Context) {
+	leases := r.client.CoordinationV1().Leases(nodeLeaseNamespace)
 	now := metav1.NewMicroTime(time.Now())
-	l, err := leases.Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
+	l, err := leases.Get(ctx, r.cfg.NodeName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		d := int32(leaseDuration / time.Second)
-		holder := k.cfg.NodeName
+		holder := r.cfg.NodeName
 		lease := &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: k.cfg.NodeName, Namespace: nodeLeaseNamespace},
+			ObjectMeta: metav1.ObjectMeta{Name: r.cfg.NodeName, Namespace: nodeLeaseNamespace},
 			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &d, RenewTime: &now},
 		}
-		if node, err := k.client.CoreV1().Nodes().Get(ctx, k.cfg.NodeName, metav1.GetOptions{}); err == nil {
+		if node, err := r.client.CoreV1().Nodes().Get(ctx, r.cfg.NodeName, metav1.GetOptions{}); err == nil {
 			lease.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}
 		}
 		if _, err := leases.Create(ctx, lease, metav1.CreateOptions{}); err != nil {
@@ -262,33 +285,4 @@ func (k *Kubelet) renewLease(ctx context.Context) {
 	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
 		logrus.WithError(err).Debug("kubelet: renewing the node Lease")
 	}
-}
-
-func readTrimmed(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
-}
-
-func kernelVersion() string {
-	var u unix.Utsname
-	if unix.Uname(&u) != nil {
-		return ""
-	}
-	return unix.ByteSliceToString(u.Release[:])
-}
-
-func osImage() string {
-	b, err := os.ReadFile("/etc/os-release")
-	if err != nil {
-		return "Linux"
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "PRETTY_NAME="); ok {
-			return strings.Trim(v, `"`)
-		}
-	}
-	return "Linux"
 }

@@ -1,4 +1,10 @@
-package kubelet
+// Package server is the kubelet's HTTPS endpoint (:10250), which the API
+// server proxies pods/log, pods/exec, pods/attach and pods/portforward
+// to: containerLogs, exec and attach over the WebSocket channel protocol,
+// and port-forward over SPDY. It finds pods and containers through the
+// Pods interface, runs commands through Runtime and enters pod network
+// namespaces through Network; it never sees the kubelet itself.
+package server
 
 import (
 	"context"
@@ -20,11 +26,11 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream/wsstream"
 
 	"github.com/kelp-project/kelp/config"
+	"github.com/kelp-project/kelp/runtime"
 )
 
 // APIServerClientName is the identity the API server uses towards
@@ -33,26 +39,78 @@ import (
 // constant.
 const APIServerClientName = config.APIServerKubeletClientUser
 
-// serve runs the kubelet's HTTPS endpoint: containerLogs and exec, which
-// the API server proxies for `kubectl logs` and `kubectl exec`. Clients
-// must present a certificate of the cluster CA with the API server's
-// identity or system:masters. The serving certificate is self-signed, as
-// upstream's kubelet makes by default.
-func (k *Kubelet) serve(ctx context.Context, ln net.Listener) error {
-	cert, err := selfSignedCert(k.cfg.NodeName, k.cfg.NodeIP)
+// Pods finds what a request names among the pods this kubelet runs.
+// Their errors are meant for the client, which gets them as 400 Bad
+// Request, except where a NotFound API error is said to mean 404.
+type Pods interface {
+	// Container is the instance of a pod's container that a request
+	// means: the latest, or with previous the one before it.
+	Container(ctx context.Context, namespace, pod, container string, previous bool) (Container, error)
+	// Sandbox is the network namespace a pod running here was given; ""
+	// for a hostNetwork pod. A NotFound API error means there is no such
+	// pod.
+	Sandbox(namespace, pod string) (netnsPath string, err error)
+}
+
+// Container is one instance of a pod's container.
+type Container struct {
+	ID      string // the runtime's container ID
+	LogPath string // its CRI-format log file
+}
+
+// Runtime is what the endpoint needs from the container runtime
+// (*runtime.Runtime implements it).
+type Runtime interface {
+	Exec(ctx context.Context, id string, cmd []string, stdin io.Reader, stdout, stderr io.Writer, tty bool) (int, error)
+	ContainerStatus(ctx context.Context, id string) (runtime.ContainerStatus, error)
+}
+
+// Network enters a pod's network namespace (the kubelet's Network
+// implements it).
+type Network interface {
+	InNetNS(netnsPath string, fn func() error) error
+}
+
+// Config is the endpoint's identity and whom it trusts.
+type Config struct {
+	NodeName, NodeIP string // in the self-signed serving certificate
+	// ClientCA is the PEM bundle client certificates are verified with
+	// (the cluster CA).
+	ClientCA []byte
+}
+
+// Server is the kubelet's HTTPS endpoint.
+type Server struct {
+	cfg     Config
+	pods    Pods
+	runtime Runtime
+	network Network
+}
+
+// New builds the endpoint; Serve runs it.
+func New(cfg Config, pods Pods, rt Runtime, network Network) *Server {
+	return &Server{cfg: cfg, pods: pods, runtime: rt, network: network}
+}
+
+// Serve answers on ln until ctx ends. Clients must present a certificate
+// of the cluster CA with the API server's identity or system:masters. The
+// serving certificate is self-signed, as upstream's kubelet makes by
+// default.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	cert, err := selfSignedCert(s.cfg.NodeName, s.cfg.NodeIP)
 	if err != nil {
 		return err
 	}
 	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(k.cfg.ClientCA) {
+	if !pool.AppendCertsFromPEM(s.cfg.ClientCA) {
 		return fmt.Errorf("kubelet: no client CA to verify the API server with")
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
-	mux.HandleFunc("GET /containerLogs/{ns}/{pod}/{container}", k.authorized(k.containerLogs))
-	mux.HandleFunc("/exec/{ns}/{pod}/{container}", k.authorized(k.exec))
-	mux.HandleFunc("/portForward/{ns}/{pod}", k.authorized(k.portForward))
-	mux.HandleFunc("/attach/{ns}/{pod}/{container}", k.authorized(k.attach))
+	mux.HandleFunc("GET /containerLogs/{ns}/{pod}/{container}", authorized(s.containerLogs))
+	mux.HandleFunc("/exec/{ns}/{pod}/{container}", authorized(s.exec))
+	mux.HandleFunc("/portForward/{ns}/{pod}", authorized(s.portForward))
+	mux.HandleFunc("/attach/{ns}/{pod}/{container}", authorized(s.attach))
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 30 * time.Second,
@@ -70,7 +128,7 @@ func (k *Kubelet) serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-func (k *Kubelet) authorized(h http.HandlerFunc) http.HandlerFunc {
+func authorized(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
 			http.Error(w, "Unauthorized", http.StatusUnauthorized)
@@ -109,53 +167,21 @@ func selfSignedCert(node, ip string) (tls.Certificate, error) {
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
 
-// podContainer finds the pod and the instance of its container that a
-// request means (the latest, or the one before with previous=true).
-func (k *Kubelet) podContainer(r *http.Request, previous bool) (*corev1.Pod, string, int, error) {
-	ns, name, container := r.PathValue("ns"), r.PathValue("pod"), r.PathValue("container")
-	pod, err := k.podLister.Pods(ns).Get(name)
-	if err != nil {
-		return nil, "", 0, fmt.Errorf("pod %q not found", name)
-	}
-	w := k.worker(pod)
-	if w == nil {
-		return nil, "", 0, fmt.Errorf("pod %q is not running on this node", name)
-	}
-	inst, err := w.instances(r.Context())
-	if err != nil {
-		return nil, "", 0, err
-	}
-	l := inst[container]
-	if previous {
-		if len(l) < 2 {
-			return nil, "", 0, fmt.Errorf("previous terminated container %q in pod %q not found", container, name)
-		}
-		c := l[len(l)-2]
-		return pod, c.ID, attempt(c), nil
-	}
-	if len(l) == 0 {
-		return nil, "", 0, fmt.Errorf("container %q in pod %q is waiting to start", container, name)
-	}
-	c := l[len(l)-1]
-	return pod, c.ID, attempt(c), nil
-}
-
-func (k *Kubelet) worker(pod *corev1.Pod) *podWorker {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.workers[pod.UID]
+// container is the instance of a container a request's path names.
+func (s *Server) container(r *http.Request, previous bool) (Container, error) {
+	return s.pods.Container(r.Context(), r.PathValue("ns"), r.PathValue("pod"), r.PathValue("container"), previous)
 }
 
 // exec runs a command in a container over the WebSocket channel protocol
 // (openChannels).
-func (k *Kubelet) exec(w http.ResponseWriter, r *http.Request) {
+func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	cmd := q["command"]
 	if len(cmd) == 0 {
 		http.Error(w, "you must specify at least 1 command", http.StatusBadRequest)
 		return
 	}
-	_, id, _, err := k.podContainer(r, false)
+	c, err := s.container(r, false)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -174,7 +200,7 @@ func (k *Kubelet) exec(w http.ResponseWriter, r *http.Request) {
 	if tty {
 		stderr = nil
 	}
-	code, err := k.runtime.Exec(r.Context(), id, cmd, in, stdout, stderr, tty)
+	code, err := s.runtime.Exec(r.Context(), c.ID, cmd, in, stdout, stderr, tty)
 	status := metav1.Status{Status: metav1.StatusSuccess}
 	switch {
 	case err != nil:

@@ -1,4 +1,4 @@
-package kubelet
+package server
 
 import (
 	"fmt"
@@ -11,10 +11,9 @@ import (
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/apimachinery/pkg/util/httpstream/spdy"
-
-	"github.com/kelp-project/kelp/netplane/bridge"
 )
 
 // portForward serves kubectl port-forward over SPDY (portforward.k8s.io):
@@ -22,23 +21,22 @@ import (
 // with the same requestID and the pod port in their headers. The kubelet
 // connects to localhost:port inside the pod's network namespace, so ports
 // a container binds to 127.0.0.1 work too, as upstream.
-func (k *Kubelet) portForward(w http.ResponseWriter, r *http.Request) {
-	pod, err := k.podLister.Pods(r.PathValue("ns")).Get(r.PathValue("pod"))
-	if err != nil {
+func (s *Server) portForward(w http.ResponseWriter, r *http.Request) {
+	netns, err := s.pods.Sandbox(r.PathValue("ns"), r.PathValue("pod"))
+	switch {
+	case apierrors.IsNotFound(err):
 		http.Error(w, fmt.Sprintf("pod %q not found", r.PathValue("pod")), http.StatusNotFound)
 		return
-	}
-	pw := k.worker(pod)
-	if pw == nil || (pw.netnsPath == "" && !pod.Spec.HostNetwork) {
-		http.Error(w, fmt.Sprintf("pod %q has no running sandbox on this node", pod.Name), http.StatusBadRequest)
+	case err != nil:
+		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	if _, err := httpstream.Handshake(r, w, []string{"portforward.k8s.io"}); err != nil {
 		return // Handshake wrote the error
 	}
 	streams := make(chan httpstream.Stream, 4)
-	conn := spdy.NewResponseUpgraderWithPings(30*time.Second).UpgradeResponse(w, r, func(s httpstream.Stream, _ <-chan struct{}) error {
-		streams <- s
+	conn := spdy.NewResponseUpgraderWithPings(30*time.Second).UpgradeResponse(w, r, func(st httpstream.Stream, _ <-chan struct{}) error {
+		streams <- st
 		return nil
 	})
 	if conn == nil {
@@ -53,25 +51,25 @@ func (k *Kubelet) portForward(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-r.Context().Done():
 			return
-		case s := <-streams:
-			id := s.Headers().Get(corev1.PortForwardRequestIDHeader)
+		case st := <-streams:
+			id := st.Headers().Get(corev1.PortForwardRequestIDHeader)
 			p := pairs[id]
 			if p == nil {
 				p = &streamPair{}
 				pairs[id] = p
 			}
-			switch s.Headers().Get(corev1.StreamType) {
+			switch st.Headers().Get(corev1.StreamType) {
 			case corev1.StreamTypeError:
-				p.errorStream = s
+				p.errorStream = st
 			case corev1.StreamTypeData:
-				p.dataStream = s
+				p.dataStream = st
 			default:
-				s.Reset()
+				st.Reset()
 				continue
 			}
 			if p.errorStream != nil && p.dataStream != nil {
 				delete(pairs, id)
-				go k.forward(pw.netnsPath, p, conn)
+				go s.forward(netns, p, conn)
 			}
 		}
 	}
@@ -79,7 +77,7 @@ func (k *Kubelet) portForward(w http.ResponseWriter, r *http.Request) {
 
 type streamPair struct{ dataStream, errorStream httpstream.Stream }
 
-func (k *Kubelet) forward(netns string, p *streamPair, conn httpstream.Connection) {
+func (s *Server) forward(netns string, p *streamPair, conn httpstream.Connection) {
 	defer conn.RemoveStreams(p.dataStream, p.errorStream)
 	defer p.dataStream.Close()
 	portStr := p.dataStream.Headers().Get(corev1.PortHeader)
@@ -96,7 +94,7 @@ func (k *Kubelet) forward(netns string, p *streamPair, conn httpstream.Connectio
 		return err
 	}
 	if netns != "" {
-		err = bridge.InNetNSPath(netns, dial)
+		err = s.network.InNetNS(netns, dial)
 	} else {
 		err = dial()
 	}

@@ -1,4 +1,4 @@
-package kubelet
+package server
 
 import (
 	"bufio"
@@ -68,14 +68,14 @@ func parseLogOptions(r *http.Request) logOptions {
 // content of each line (partial lines joined), optionally with timestamps,
 // the last tailLines, since a time, up to limitBytes, and followed until
 // the container stops when follow is set.
-func (k *Kubelet) containerLogs(w http.ResponseWriter, r *http.Request) {
+func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 	o := parseLogOptions(r)
-	pod, id, n, err := k.podContainer(r, o.previous)
+	c, err := s.container(r, o.previous)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	path := k.logPath(pod, r.PathValue("container"), n)
+	path := c.LogPath
 	f, err := os.Open(path)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusNotFound)
@@ -161,7 +161,7 @@ func (k *Kubelet) containerLogs(w http.ResponseWriter, r *http.Request) {
 		if fl, ok := w.(http.Flusher); ok {
 			fl.Flush()
 		}
-		st, serr := k.runtime.ContainerStatus(r.Context(), id)
+		st, serr := s.runtime.ContainerStatus(r.Context(), c.ID)
 		if serr != nil || st.State != runtime.StateRunning {
 			time.Sleep(200 * time.Millisecond) // the logger's last writes
 			rest, _ := io.ReadAll(br)
@@ -221,18 +221,18 @@ func (l *limitWriter) write(b []byte) bool {
 // WebSocket channels as exec. The output is read from the container's log:
 // containerd's shim hands stdout and stderr to the log writer, not to kelp.
 // Writing to a container's stdin is not supported yet.
-func (k *Kubelet) attach(w http.ResponseWriter, r *http.Request) {
+func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if boolParam(q, "stdin") {
 		http.Error(w, "attaching to a container's stdin is not supported by kelp yet; kubectl attach without -i streams its output", http.StatusBadRequest)
 		return
 	}
-	pod, id, n, err := k.podContainer(r, false)
+	c, err := s.container(r, false)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	f, err := os.Open(k.logPath(pod, r.PathValue("container"), n))
+	f, err := os.Open(c.LogPath)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return
@@ -271,7 +271,7 @@ func (k *Kubelet) attach(w http.ResponseWriter, r *http.Request) {
 			br.Reset(f)
 		}
 		_ = err
-		if st, err := k.runtime.ContainerStatus(r.Context(), id); err != nil || st.State != runtime.StateRunning {
+		if st, err := s.runtime.ContainerStatus(r.Context(), c.ID); err != nil || st.State != runtime.StateRunning {
 			_, _ = streams[3].Write([]byte(`{"metadata":{},"status":"Success"}`))
 			return
 		}

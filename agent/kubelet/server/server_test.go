@@ -1,0 +1,221 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/kelp-project/kelp/runtime"
+	"github.com/kelp-project/kelp/server/pki"
+)
+
+// fakePods has one pod, default/web, whose container c has two instances.
+type fakePods struct{ dir string }
+
+func (p *fakePods) Container(_ context.Context, ns, pod, container string, previous bool) (Container, error) {
+	if ns != "default" || pod != "web" || container != "c" {
+		return Container{}, fmt.Errorf("pod %q not found", pod)
+	}
+	if previous {
+		return Container{ID: "c-0", LogPath: filepath.Join(p.dir, "0.log")}, nil
+	}
+	return Container{ID: "c-1", LogPath: filepath.Join(p.dir, "1.log")}, nil
+}
+
+func (p *fakePods) Sandbox(ns, pod string) (string, error) {
+	if ns != "default" || pod != "web" {
+		return "", apierrors.NewNotFound(corev1.Resource("pods"), pod)
+	}
+	return "", fmt.Errorf("pod %q has no running sandbox on this node", pod)
+}
+
+// fakeRuntime: every container has exited, so logs are never followed.
+type fakeRuntime struct{}
+
+func (fakeRuntime) Exec(context.Context, string, []string, io.Reader, io.Writer, io.Writer, bool) (int, error) {
+	return 0, nil
+}
+
+func (fakeRuntime) ContainerStatus(_ context.Context, id string) (runtime.ContainerStatus, error) {
+	return runtime.ContainerStatus{ID: id, State: runtime.StateExited}, nil
+}
+
+type noNetwork struct{}
+
+func (noNetwork) InNetNS(string, func() error) error {
+	return fmt.Errorf("no network namespaces in unit tests")
+}
+
+// endpoint serves a Server trusting ca on a loopback port and returns its
+// base URL.
+func endpoint(t *testing.T, ca *pki.CA, pods Pods) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- New(Config{NodeName: "node-1", NodeIP: "127.0.0.1", ClientCA: ca.CertPEM}, pods, fakeRuntime{}, noNetwork{}).Serve(ctx, ln)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return "https://" + ln.Addr().String()
+}
+
+func newCA(t *testing.T) *pki.CA {
+	t.Helper()
+	ca, err := pki.LoadOrCreateCA(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
+}
+
+// client presents a certificate for user and groups issued by ca (none
+// when ca is nil). The serving certificate is self-signed, so the client
+// does not verify it, as the API server does not.
+func client(t *testing.T, ca *pki.CA, user string, groups ...string) *http.Client {
+	t.Helper()
+	cfg := &tls.Config{InsecureSkipVerify: true}
+	if ca != nil {
+		certPEM, keyPEM, err := ca.ClientCert(user, groups)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	tr := &http.Transport{TLSClientConfig: cfg}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+func get(t *testing.T, c *http.Client, url string) (int, string) {
+	t.Helper()
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func writeLog(t *testing.T, path string, lines ...string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAuthentication(t *testing.T) {
+	ca, other := newCA(t), newCA(t)
+	pods := &fakePods{dir: t.TempDir()}
+	writeLog(t, filepath.Join(pods.dir, "1.log"), "2026-01-02T03:04:05.000000001Z stdout F hello")
+	base := endpoint(t, ca, pods)
+	logs := base + "/containerLogs/default/web/c"
+
+	if _, err := client(t, other, APIServerClientName).Get(logs); err == nil {
+		t.Fatal("a client certificate of another CA was accepted")
+	}
+	if code, _ := get(t, client(t, nil, ""), logs); code != http.StatusUnauthorized {
+		t.Fatalf("no client certificate: %d, want 401", code)
+	}
+	if code, body := get(t, client(t, ca, "alice", "developers"), logs); code != http.StatusForbidden || !strings.Contains(body, "user=alice") {
+		t.Fatalf("another user of the CA: %d %q, want 403", code, body)
+	}
+	if code, body := get(t, client(t, ca, APIServerClientName), logs); code != http.StatusOK || body != "hello\n" {
+		t.Fatalf("the API server: %d %q", code, body)
+	}
+	if code, _ := get(t, client(t, ca, "admin", "system:masters"), logs); code != http.StatusOK {
+		t.Fatalf("system:masters: %d, want 200", code)
+	}
+	if code, body := get(t, client(t, nil, ""), base+"/healthz"); code != http.StatusOK || body != "ok" {
+		t.Fatalf("healthz: %d %q", code, body)
+	}
+}
+
+func TestContainerLogs(t *testing.T) {
+	ca := newCA(t)
+	pods := &fakePods{dir: t.TempDir()}
+	writeLog(t, filepath.Join(pods.dir, "1.log"),
+		"2026-01-02T03:04:05.000000001Z stdout F one",
+		"2026-01-02T03:04:06.000000001Z stderr P tw",
+		"2026-01-02T03:04:06.500000001Z stderr F o",
+		"not a CRI line",
+		"2026-01-02T03:04:07.000000001Z stdout F three")
+	writeLog(t, filepath.Join(pods.dir, "0.log"), "2026-01-01T00:00:00Z stdout F before the restart")
+	base := endpoint(t, ca, pods)
+	c := client(t, ca, APIServerClientName)
+	logs := base + "/containerLogs/default/web/c"
+
+	for _, tc := range []struct{ query, want string }{
+		{"", "one\ntwo\nthree\n"},
+		{"?tailLines=2", "two\nthree\n"},
+		{"?tailLines=0", ""},
+		{"?limitBytes=5", "one\nt"},
+		{"?sinceTime=2026-01-02T03:04:06Z", "two\nthree\n"},
+		{"?timestamps=true&tailLines=1", "2026-01-02T03:04:07.000000001Z three\n"},
+		{"?previous=true", "before the restart\n"},
+		{"?follow=true", "one\ntwo\nthree\n"}, // the container has exited: follow ends
+	} {
+		if code, body := get(t, c, logs+tc.query); code != http.StatusOK || body != tc.want {
+			t.Errorf("logs%s: %d %q, want %q", tc.query, code, body, tc.want)
+		}
+	}
+	if code, body := get(t, c, base+"/containerLogs/default/nope/c"); code != http.StatusBadRequest || !strings.Contains(body, `pod "nope" not found`) {
+		t.Errorf("unknown pod: %d %q, want 400 with the lookup's error", code, body)
+	}
+}
+
+func TestPortForwardFindsTheSandboxFirst(t *testing.T) {
+	ca := newCA(t)
+	base := endpoint(t, ca, &fakePods{dir: t.TempDir()})
+	c := client(t, ca, APIServerClientName)
+	post := func(path string) (int, string) {
+		resp, err := c.Post(base+path, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := post("/portForward/default/missing"); code != http.StatusNotFound {
+		t.Errorf("missing pod: %d, want 404", code)
+	}
+	if code, body := post("/portForward/default/web"); code != http.StatusBadRequest || !strings.Contains(body, "no running sandbox") {
+		t.Errorf("pod without a sandbox: %d %q, want 400", code, body)
+	}
+}
+
+func TestExecNeedsACommandAndWebSockets(t *testing.T) {
+	ca := newCA(t)
+	base := endpoint(t, ca, &fakePods{dir: t.TempDir()})
+	c := client(t, ca, APIServerClientName)
+	if code, body := get(t, c, base+"/exec/default/web/c"); code != http.StatusBadRequest || !strings.Contains(body, "at least 1 command") {
+		t.Errorf("exec without a command: %d %q", code, body)
+	}
+	if code, body := get(t, c, base+"/exec/default/web/c?command=ls"); code != http.StatusBadRequest || !strings.Contains(body, "WebSocket") {
+		t.Errorf("exec without an upgrade: %d %q", code, body)
+	}
+}
