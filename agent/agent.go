@@ -65,14 +65,24 @@ type Config struct {
 	NodeNetwork string
 }
 
-// Run runs the agent until ctx ends. containerd and the pods keep running
-// afterwards: the data plane outlives kelp.
-func Run(ctx context.Context, cfg Config, rc *rest.Config) error {
-	agentDir := filepath.Join(cfg.DataDir, "agent")
-	runDir := cfg.RunDir
+// paths resolves the agent's state and runtime directories and the
+// supervised containerd's socket, the same for Run and KillAll.
+func (c Config) paths() (agentDir, runDir, containerdSocket string) {
+	runDir = c.RunDir
 	if runDir == "" {
 		runDir = config.RunDir
 	}
+	containerdSocket = c.ContainerdSocket
+	if containerdSocket == "" {
+		containerdSocket = filepath.Join(runDir, "containerd", "containerd.sock")
+	}
+	return filepath.Join(c.DataDir, "agent"), runDir, containerdSocket
+}
+
+// Run runs the agent until ctx ends. containerd and the pods keep running
+// afterwards: the data plane outlives kelp.
+func Run(ctx context.Context, cfg Config, rc *rest.Config) error {
+	agentDir, runDir, sock := cfg.paths()
 	// Checked first: a wrong name fails before anything is started.
 	nodeNet, err := nodenet.Lookup(cfg.NodeNetwork)
 	if err != nil {
@@ -83,10 +93,6 @@ func Run(ctx context.Context, cfg Config, rc *rest.Config) error {
 	}
 	address := cfg.ContainerRuntimeEndpoint
 	if address == "" {
-		sock := cfg.ContainerdSocket
-		if sock == "" {
-			sock = filepath.Join(runDir, "containerd", "containerd.sock")
-		}
 		sup, err := containerd.Start(ctx, containerd.Config{Dir: agentDir, Address: sock})
 		if err != nil {
 			return fmt.Errorf("containerd: %w", err)

@@ -28,15 +28,7 @@ import (
 // uninstalling and for tests; nothing outside kelp's own objects is
 // touched.
 func KillAll(ctx context.Context, cfg Config) error {
-	runDir := cfg.RunDir
-	if runDir == "" {
-		runDir = "/run/kelp"
-	}
-	agentDir := filepath.Join(cfg.DataDir, "agent")
-	sock := cfg.ContainerdSocket
-	if sock == "" {
-		sock = filepath.Join(runDir, "containerd", "containerd.sock")
-	}
+	agentDir, runDir, sock := cfg.paths()
 	var errs []error
 	if answers(sock) {
 		if rt, err := runtime.New(ctx, runtime.Options{Address: sock, StateDir: filepath.Join(runDir, "runtime"),

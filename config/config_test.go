@@ -46,7 +46,7 @@ func TestNodeName(t *testing.T) {
 	}
 	h, err := os.Hostname()
 	if err != nil {
-		t.Skip(err)
+		t.Fatalf("the host has no hostname: %v", err)
 	}
 	if got, err := NodeName(""); err != nil || got != strings.ToLower(h) {
 		t.Errorf("NodeName(\"\") = %q, %v; want %q", got, err, strings.ToLower(h))
@@ -55,7 +55,7 @@ func TestNodeName(t *testing.T) {
 
 func TestIdentities(t *testing.T) {
 	// The API server's authorizer recognizes nodes by this prefix and
-	// group (server/apiserver/authorization.go).
+	// group (server/apiserver/auth/authorization.go).
 	if got := NodeUser("a"); got != "system:node:a" {
 		t.Errorf("NodeUser(a) = %q", got)
 	}

@@ -13,6 +13,8 @@ const (
 	// loops.
 	ControllerManagerUser = "system:kube-controller-manager"
 	SchedulerUser         = "system:kube-scheduler"
+	// ProxyUser is the service proxy (kube-proxy).
+	ProxyUser = "system:kube-proxy"
 	// APIServerKubeletClientUser is the API server towards kubelets (logs,
 	// exec, port-forward): the only user, besides MastersGroup, a kubelet
 	// serves.
@@ -21,5 +23,8 @@ const (
 	NodesGroup = "system:nodes"
 )
 
+// NodeUserPrefix starts every node's user.
+const NodeUserPrefix = "system:node:"
+
 // NodeUser is the user of the node agent on node name.
-func NodeUser(name string) string { return "system:node:" + name }
+func NodeUser(name string) string { return NodeUserPrefix + name }

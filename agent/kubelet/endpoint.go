@@ -55,8 +55,12 @@ func (p endpointPods) Sandbox(namespace, name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if w == nil || (w.netnsPath == "" && !pod.Spec.HostNetwork) {
+	var netns string
+	if w != nil {
+		netns = w.sandbox()
+	}
+	if w == nil || (netns == "" && !pod.Spec.HostNetwork) {
 		return "", fmt.Errorf("pod %q has no running sandbox on this node", pod.Name)
 	}
-	return w.netnsPath, nil
+	return netns, nil
 }

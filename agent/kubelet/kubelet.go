@@ -40,6 +40,7 @@ import (
 
 	"github.com/kelp-project/kelp/agent/kubelet/nodestatus"
 	"github.com/kelp-project/kelp/agent/kubelet/server"
+	"github.com/kelp-project/kelp/config"
 	"github.com/kelp-project/kelp/runtime"
 )
 
@@ -116,13 +117,13 @@ type Kubelet struct {
 // New builds a kubelet; Run starts it.
 func New(cfg Config, client kubernetes.Interface, rt Runtime, recorder record.EventRecorder) *Kubelet {
 	if cfg.CrashLoopMaxBackoff == 0 {
-		cfg.CrashLoopMaxBackoff = 5 * time.Minute
+		cfg.CrashLoopMaxBackoff = config.CrashLoopMaxBackoff
 	}
 	if cfg.ClusterDomain == "" {
-		cfg.ClusterDomain = "cluster.local"
+		cfg.ClusterDomain = config.ClusterDomain
 	}
 	if cfg.CgroupRoot == "" {
-		cfg.CgroupRoot = "/kubepods"
+		cfg.CgroupRoot = config.CgroupRoot
 	}
 	return &Kubelet{cfg: cfg, client: client, runtime: rt, recorder: recorder, machine: nodestatus.Host{DataDir: cfg.DataDir},
 		workers: map[types.UID]*podWorker{}}

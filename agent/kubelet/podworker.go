@@ -43,7 +43,11 @@ type podWorker struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	// Only the worker goroutine touches what follows.
+	// sandboxMu orders the worker's writes of netnsPath with the HTTPS
+	// endpoint's reads (port-forward, through sandbox()).
+	sandboxMu sync.Mutex
+	// Only the worker goroutine touches what follows (and writes
+	// netnsPath, under sandboxMu).
 	netnsPath string
 	podIP     netip.Addr
 	backoff   map[string]*restartBackoff // per container name: crash and image-pull backoff
@@ -217,8 +221,8 @@ func (w *podWorker) ensureSandbox(pod *corev1.Pod) error {
 		return err
 	}
 	if pod.Spec.HostNetwork {
-		w.podIP, _ = netip.ParseAddr(w.k.cfg.NodeIP)
-		w.netnsPath = ""
+		ip, _ := netip.ParseAddr(w.k.cfg.NodeIP)
+		w.setSandbox("", ip)
 		return nil
 	}
 	path, ip, err := w.k.network.Setup(string(pod.UID))
@@ -228,8 +232,21 @@ func (w *podWorker) ensureSandbox(pod *corev1.Pod) error {
 	if err := w.k.writeHosts(pod, ip.String()); err != nil {
 		return err
 	}
-	w.netnsPath, w.podIP = path, ip
+	w.setSandbox(path, ip)
 	return nil
+}
+
+func (w *podWorker) setSandbox(netnsPath string, ip netip.Addr) {
+	w.sandboxMu.Lock()
+	defer w.sandboxMu.Unlock()
+	w.netnsPath, w.podIP = netnsPath, ip
+}
+
+// sandbox is netnsPath for goroutines other than the worker's.
+func (w *podWorker) sandbox() string {
+	w.sandboxMu.Lock()
+	defer w.sandboxMu.Unlock()
+	return w.netnsPath
 }
 
 // syncInit runs init containers in order, each to completion; it returns

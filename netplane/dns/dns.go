@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kelp-project/kelp/config"
 	mdns "github.com/miekg/dns"
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/informers"
@@ -45,7 +46,7 @@ type Config struct {
 }
 
 const (
-	defaultDomain     = "cluster.local"
+	defaultDomain     = config.ClusterDomain
 	defaultResolvConf = "/etc/resolv.conf"
 	defaultTTL        = 5
 	forwardTimeout    = 2 * time.Second

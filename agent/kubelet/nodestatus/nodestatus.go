@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	goruntime "runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -61,6 +62,9 @@ type Reporter struct {
 	// which needs the podCIDR that registration waits for.
 	networkReady atomic.Bool
 
+	// syncMu serializes SyncStatus: the periodic loop and the kubelet's
+	// sync once its caches are ready may run it at the same time.
+	syncMu         sync.Mutex
 	lastStatusPost time.Time
 }
 
@@ -226,6 +230,8 @@ func (r *Reporter) runtimeVersion() (string, error) {
 // posted (ignoring heartbeat times), or when statusReportInterval has
 // passed, as upstream's kubelet does since node Leases exist.
 func (r *Reporter) SyncStatus(ctx context.Context) {
+	r.syncMu.Lock()
+	defer r.syncMu.Unlock()
 	nodes := r.client.CoreV1().Nodes()
 	n, err := nodes.Get(ctx, r.cfg.NodeName, metav1.GetOptions{})
 	if err != nil {

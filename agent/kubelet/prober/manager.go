@@ -155,7 +155,7 @@ func (m *Manager) loop(ctx context.Context, pod *corev1.Pod, t Target, probe *co
 	period := seconds(probe.PeriodSeconds, 10)
 	timeout := seconds(probe.TimeoutSeconds, 1)
 	success := int(max(probe.SuccessThreshold, 1))
-	failure := int(max(probe.FailureThreshold, 3))
+	failure := int(max(probe.FailureThreshold, 1))
 	select {
 	case <-ctx.Done():
 		return false

@@ -252,7 +252,7 @@ func TestManagerLivenessFailureKillsTheContainer(t *testing.T) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	c := target(port).Container
-	// Three failures a second apart (a threshold below 3 counts as 3).
+	// Three failures a second apart.
 	c.LivenessProbe = &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 3, TerminationGracePeriodSeconds: ptr.To[int64](3),
 		ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("http")}}}
 	rt := &fakeRuntime{}
@@ -270,6 +270,31 @@ func TestManagerLivenessFailureKillsTheContainer(t *testing.T) {
 	if len(got) != 4 || !strings.HasPrefix(got[0], "Warning Unhealthy Liveness probe failed: dial tcp") ||
 		got[3] != "Normal Killing Container app failed liveness probe, will be restarted" {
 		t.Fatalf("events %q", got)
+	}
+}
+
+// TestManagerFailureThresholdOne: upstream's minimum is 1, so one failed
+// liveness check kills the container.
+func TestManagerFailureThresholdOne(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	c := target(port).Container
+	c.LivenessProbe = &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 1,
+		ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("http")}}}
+	rt := &fakeRuntime{}
+	m, _, events := newManager(t, rt)
+	m.Sync(&corev1.Pod{}, "127.0.0.1", map[string]*corev1.Container{"c1": c})
+	eventually(t, "the kill", func() bool { _, ok := rt.stopped("c1"); return ok })
+	var got []string
+	for len(events.Events) > 0 {
+		got = append(got, <-events.Events)
+	}
+	if len(got) != 2 || !strings.HasPrefix(got[0], "Warning Unhealthy") || !strings.HasPrefix(got[1], "Normal Killing") {
+		t.Fatalf("events %q, want one Unhealthy then Killing", got)
 	}
 }
 

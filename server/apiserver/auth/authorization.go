@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kelp-project/kelp/config"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -36,11 +37,11 @@ type Authorizer interface {
 // Everyone else is denied until RBAC exists.
 type AdminAuthorizer struct{}
 
-var componentUsers = []string{"system:kube-controller-manager", "system:kube-scheduler", "system:kube-proxy"}
+var componentUsers = []string{config.ControllerManagerUser, config.SchedulerUser, config.ProxyUser}
 
 func (AdminAuthorizer) Authorize(u *User, info Attributes) (bool, string) {
-	if slices.Contains(u.Groups, "system:masters") || slices.Contains(componentUsers, u.Name) ||
-		(strings.HasPrefix(u.Name, "system:node:") && slices.Contains(u.Groups, "system:nodes")) {
+	if slices.Contains(u.Groups, config.MastersGroup) || slices.Contains(componentUsers, u.Name) ||
+		(strings.HasPrefix(u.Name, config.NodeUserPrefix) && slices.Contains(u.Groups, config.NodesGroup)) {
 		return true, ""
 	}
 	if !info.IsResource && AnonymousAllowed(info.Path) {
