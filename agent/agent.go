@@ -79,9 +79,17 @@ func (c Config) paths() (agentDir, runDir, containerdSocket string) {
 	return filepath.Join(c.DataDir, "agent"), runDir, containerdSocket
 }
 
+// Credentials are the agent's identities towards the API server: the
+// kubelet's (system:node:<name>) and the service proxy's and DNS's
+// (system:kube-proxy). A nil Proxy uses Node's (a kubeconfig given by hand).
+type Credentials struct {
+	Node, Proxy *rest.Config
+}
+
 // Run runs the agent until ctx ends. containerd and the pods keep running
 // afterwards: the data plane outlives kelp.
-func Run(ctx context.Context, cfg Config, rc *rest.Config) error {
+func Run(ctx context.Context, cfg Config, creds Credentials) error {
+	rc := creds.Node
 	agentDir, runDir, sock := cfg.paths()
 	// Checked first: a wrong name fails before anything is started.
 	nodeNet, err := nodenet.Lookup(cfg.NodeNetwork)
@@ -135,7 +143,13 @@ func Run(ctx context.Context, cfg Config, rc *rest.Config) error {
 		},
 	}, client, rt, recorder)
 	logrus.Infof("agent: node %s, containerd at %s", cfg.NodeName, address)
-	if err := startNetplane(ctx, cfg, client); err != nil {
+	proxyClient := kubernetes.Interface(client)
+	if creds.Proxy != nil {
+		if proxyClient, err = kubernetes.NewForConfig(creds.Proxy); err != nil {
+			return err
+		}
+	}
+	if err := startNetplane(ctx, cfg, proxyClient); err != nil {
 		return err
 	}
 	return k.Run(ctx)

@@ -16,7 +16,7 @@ import (
 // with the known names before containerd or anything else is started.
 func TestUnknownNodeNetworkFailsFirst(t *testing.T) {
 	dir := t.TempDir()
-	err := Run(context.Background(), Config{DataDir: dir, RunDir: filepath.Join(dir, "run"), NodeNetwork: "wireguard"}, &rest.Config{})
+	err := Run(context.Background(), Config{DataDir: dir, RunDir: filepath.Join(dir, "run"), NodeNetwork: "wireguard"}, Credentials{Node: &rest.Config{}})
 	if err == nil || !strings.Contains(err.Error(), "--flannel-backend") || !strings.Contains(err.Error(), "bridge") {
 		t.Fatalf("err = %v", err)
 	}

@@ -68,7 +68,7 @@ func runAgent(ctx context.Context, o *agentOptions) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	return agent.Run(ctx, ac, rc)
+	return agent.Run(ctx, ac, agent.Credentials{Node: rc})
 }
 
 // KillAll is `kelp killall`: it stops what keeps running after kelp stops

@@ -71,6 +71,9 @@ type Server struct {
 	// NodeConfig carries this node's identity (system:node:<name>), for a
 	// local agent.
 	NodeConfig *rest.Config
+	// ProxyConfig is the local service proxy's and DNS's identity
+	// (system:kube-proxy).
+	ProxyConfig *rest.Config
 
 	done context.Context // Start's: its end starts the shutdown
 	// clients is the context of the API clients (the control loops and
@@ -121,6 +124,9 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, fmt.Errorf("control loops: %w", err)
 	}
 	if s.NodeConfig, err = s.CA.RESTConfig(s.URL, config.NodeUser(cfg.NodeName), []string{config.NodesGroup}); err != nil {
+		return nil, err
+	}
+	if s.ProxyConfig, err = s.CA.RESTConfig(s.URL, config.ProxyUser, nil); err != nil {
 		return nil, err
 	}
 	logrus.Infof("kelp server ready in %s: API at %s, kubeconfig %s", time.Since(start).Round(time.Millisecond), s.URL, cfg.WriteKubeconfig)
