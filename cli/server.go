@@ -103,7 +103,9 @@ func runServer(ctx context.Context, o *serverOptions) error {
 		ac := localAgent(o.agent, cfg, s)
 		// A client of the server: at shutdown it stops while the API
 		// still answers.
-		s.Go("agent", func(ctx context.Context) error { return agent.Run(ctx, ac, agent.Credentials{Node: s.NodeConfig, Proxy: s.ProxyConfig}) })
+		s.Go("agent", func(ctx context.Context) error {
+			return agent.Run(ctx, ac, agent.Credentials{Node: s.NodeConfig, Proxy: s.ProxyConfig})
+		})
 	}
 	return s.Wait()
 }
