@@ -6,7 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
 
-ensure_pkgs ca-certificates git gcc $NODE_PKGS
+# systemd: systemd-analyze verify checks the units install.sh writes
+# (test/install); it needs no running systemd.
+ensure_pkgs ca-certificates git gcc systemd $NODE_PKGS
 ensure_go
 
 echo "== gofmt"
