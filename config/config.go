@@ -45,6 +45,7 @@ const (
 	HTTPSPort   = 6443  // the API server
 	KubeletPort = 10250 // the kubelet's HTTPS endpoint (logs, exec)
 	DNSPort     = 53    // the node's cluster DNS, on the node IP
+	VXLANPort   = 8472  // UDP: the VXLAN overlay between nodes (flannel's port)
 )
 
 // Timings. Every one of them is a flag, so tests can shrink it; the values
