@@ -198,8 +198,9 @@ pids=
 for p in /proc/[0-9]*; do
 	exe="\$(readlink "\$p/exe" 2>/dev/null)" || continue
 	[ "\$exe" = "$BIN_DIR/kelp" ] || [ "\$exe" = "$BIN_DIR/kelp (deleted)" ] || continue
-	case "\$(tr '\0' ' ' <"\$p/cmdline" 2>/dev/null)" in
-		*" server"* | *" agent"*) pids="\$pids \${p#/proc/}" ;;
+	# Its command: the first argument that is not a flag (kelp --debug server).
+	case "\$(tr '\0' '\n' <"\$p/cmdline" 2>/dev/null | sed 1d | grep -v -m1 '^-')" in
+		server | agent) pids="\$pids \${p#/proc/}" ;;
 	esac
 done
 if [ -n "\$pids" ]; then
@@ -278,6 +279,8 @@ for var in $(env | sed -n 's/^\(KELP_[A-Za-z0-9_]*\)=.*/\1/p' | sort -u); do
 	eval "[ -n \"\${$var+set}\" ]" || continue # $var is a checked identifier; unset: a line of a multi-line value
 	val=
 	eval "val=\${$var}"
+	# An empty value is left out: kelp would parse it (a number flag fails on "").
+	[ -n "$val" ] || continue
 	case "$val" in
 		*\'* | *"
 "*) fatal "$var contains a quote or a newline; the environment file cannot hold it" ;;

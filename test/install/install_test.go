@@ -12,13 +12,49 @@
 package install
 
 import (
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
+
+func TestMain(m *testing.M) {
+	if filepath.Base(os.Args[0]) == "kelp" {
+		fakeKelp(os.Args[1:])
+	}
+	os.Exit(m.Run())
+}
+
+// fakeKelp is this test binary copied in as kelp, for the kill-all test:
+// kelp-killall.sh finds a running kelp by /proc/<pid>/exe, which for a
+// shell stub is the shell. `killall` is recorded in $INSTALL_TEST_CALLS;
+// anything else runs until SIGTERM (or a minute, so that a failed test
+// leaves nothing behind).
+func fakeKelp(args []string) {
+	if len(args) > 0 && args[0] == "killall" {
+		f, err := os.OpenFile(os.Getenv("INSTALL_TEST_CALLS"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			os.Exit(1)
+		}
+		fmt.Fprintf(f, "kelp killall KELP_DATA_DIR=%s\n", os.Getenv("KELP_DATA_DIR"))
+		f.Close()
+		os.Exit(0)
+	}
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, syscall.SIGTERM)
+	select {
+	case <-c:
+	case <-time.After(time.Minute):
+	}
+	os.Exit(0)
+}
 
 // script is the repository's install.sh.
 func script(t *testing.T) string {
@@ -251,7 +287,7 @@ func TestServerUnderSystemd(t *testing.T) {
 
 func TestAgentUnderSystemd(t *testing.T) {
 	h := newHost(t, "systemd")
-	out := h.mustInstall([]string{"KELP_URL=https://192.0.2.10:6443", "KELP_TOKEN=K10abc::server:s3cret", "KELP_NODE_NAME=pi-2"},
+	out := h.mustInstall([]string{"KELP_URL=https://192.0.2.10:6443", "KELP_TOKEN=K10abc::server:s3cret", "KELP_NODE_NAME=pi-2", "KELP_KUBELET_PORT="},
 		"--node-ip", "192.0.2.11")
 	if !strings.Contains(out, "joining https://192.0.2.10:6443") {
 		t.Errorf("output: %s", out)
@@ -262,7 +298,8 @@ func TestAgentUnderSystemd(t *testing.T) {
 		"EnvironmentFile=-"+h.path("etc/systemd/system/kelp-agent.service.env"),
 		"KillMode=process")
 	verifyUnit(t, h.path("etc/systemd/system/kelp-agent.service"))
-	// Every KELP_ variable but the installer's own KELP_BINARY.
+	// Every KELP_ variable but the installer's own KELP_BINARY and the empty
+	// ones (kelp would fail to parse an empty number).
 	env := h.read("etc/systemd/system/kelp-agent.service.env")
 	if want := "KELP_NODE_NAME='pi-2'\nKELP_TOKEN='K10abc::server:s3cret'\nKELP_URL='https://192.0.2.10:6443'\n"; env != want {
 		t.Errorf("env file\n%s\nwant\n%s", env, want)
@@ -409,4 +446,78 @@ func TestServerAndAgentOnOneMachine(t *testing.T) {
 	// kelp-killall.sh stops every kelp unit.
 	h.run(h.path("usr/local/bin/kelp-killall.sh"))
 	wantCalls(t, h.takeCalls(), "systemctl stop kelp.service", "kelp killall KELP_DATA_DIR=")
+}
+
+// kelp-killall.sh stops a kelp server or agent started by hand from the
+// installed binary, and nothing else: not kubectl (the same binary), not a
+// kelp installed elsewhere.
+func TestKillAllStopsOnlyThisKelp(t *testing.T) {
+	h := newHost(t, "systemd")
+	h.mustInstall(nil)
+	h.takeCalls()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := h.path("usr/local/bin/kelp")
+	other := filepath.Join(t.TempDir(), "kelp")
+	for _, dst := range []string{bin, other} {
+		copyFile(t, self, dst)
+	}
+	// start runs a fake kelp; its channel closes when it exits (a killed
+	// child is a zombie until waited for, and a zombie still takes signal 0).
+	start := func(path string, args ...string) chan struct{} {
+		cmd := exec.Command(path, args...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		t.Cleanup(func() { cmd.Process.Kill(); <-done })
+		return done
+	}
+	server := start(bin, "--debug", "server")
+	kubectl := start(bin, "kubectl", "get", "pods", "server")
+	elsewhere := start(other, "server")
+	time.Sleep(200 * time.Millisecond) // let them set up their signal handlers
+
+	cmd := exec.Command(h.path("usr/local/bin/kelp-killall.sh"))
+	cmd.Env = h.env("INSTALL_TEST_CALLS=" + h.calls)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kelp-killall.sh: %v\n%s", err, out)
+	}
+	select {
+	case <-server:
+	case <-time.After(5 * time.Second):
+		t.Error("the kelp server started by hand is still running")
+	}
+	time.Sleep(300 * time.Millisecond) // a stray SIGTERM would have landed by now
+	for name, done := range map[string]chan struct{}{"kubectl": kubectl, "a kelp installed elsewhere": elsewhere} {
+		select {
+		case <-done:
+			t.Errorf("%s was stopped", name)
+		default:
+		}
+	}
+	wantCalls(t, h.takeCalls(), "systemctl stop kelp.service", "kelp killall KELP_DATA_DIR=")
+}
+
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	in, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	os.Remove(dst) // a fresh inode, not a write into the installed file
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -8,15 +8,19 @@ import (
 	"testing"
 )
 
-// install.sh installs the binary, a kubectl symlink that runs the built-in
-// kubectl, killall and uninstall scripts and a service unit; on a machine without
-// systemd it says how to start kelp instead of failing.
+// install.sh installs the real binary, a kubectl symlink that runs the
+// built-in kubectl, killall and uninstall scripts and a service unit. The
+// script itself (init systems, agent mode, uninstall) is tested in
+// test/install with a stub binary; this checks the real one installs.
+// INSTALL_KELP_ROOT keeps every path, and the init system it detects,
+// inside the temporary directory, so nothing on this machine is enabled.
 func TestInstallScript(t *testing.T) {
 	dir := t.TempDir()
 	bin, units := filepath.Join(dir, "bin"), filepath.Join(dir, "systemd")
 	cmd := exec.Command("sh", "../../install.sh")
-	cmd.Env = append(os.Environ(), "KELP_BINARY="+kelpBin, "INSTALL_KELP_BIN_DIR="+bin,
-		"INSTALL_KELP_SYSTEMD_DIR="+units, "INSTALL_KELP_SKIP_START=true", "INSTALL_KELP_SKIP_DEPS=true")
+	cmd.Env = append(os.Environ(), "KELP_BINARY="+kelpBin, "INSTALL_KELP_ROOT="+filepath.Join(dir, "root"), "INSTALL_KELP_BIN_DIR="+bin,
+		"INSTALL_KELP_SYSTEMD_DIR="+units, "INSTALL_KELP_SKIP_ENABLE=true", "INSTALL_KELP_SKIP_DEPS=true",
+		"KELP_URL=", "KELP_TOKEN=", "KELP_TOKEN_FILE=") // a server, whatever this environment holds
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("install.sh: %v\n%s", err, out)
@@ -35,7 +39,8 @@ func TestInstallScript(t *testing.T) {
 		t.Errorf("kubectl symlink: %v %s", err, v)
 	}
 	bad := exec.Command("sh", "../../install.sh")
-	bad.Env = append(os.Environ(), "KELP_BINARY="+filepath.Join(dir, "missing"), "INSTALL_KELP_BIN_DIR="+bin, "INSTALL_KELP_SKIP_DEPS=true")
+	bad.Env = append(os.Environ(), "KELP_BINARY="+filepath.Join(dir, "missing"), "INSTALL_KELP_ROOT="+filepath.Join(dir, "root"),
+		"INSTALL_KELP_BIN_DIR="+bin, "INSTALL_KELP_SKIP_DEPS=true", "KELP_URL=")
 	if out, err := bad.CombinedOutput(); err == nil || !strings.Contains(string(out), "does not exist") {
 		t.Errorf("missing binary should fail clearly: %v %s", err, out)
 	}
