@@ -145,11 +145,18 @@ func (cfg *Config) setDefaults() error {
 func open(cfg Config, podCIDR netip.Prefix) (*Bridge, error) {
 	b := &Bridge{cfg: cfg, podCIDR: podCIDR, gw: podCIDR.Addr().Next()}
 	nsPath := cfg.NodeNetNS
-	if nsPath == "" {
-		nsPath = "/proc/self/ns/net"
-	}
 	var err error
-	if b.nodeNS, err = netns.GetFromPath(nsPath); err != nil {
+	if nsPath == "" {
+		// The calling thread's, not /proc/self/ns/net: that is the main
+		// thread's, and Go wedges the main thread (instead of ending it)
+		// when a goroutine locked to it exits, possibly in a pod netns
+		// PinNewNetNS created.
+		nsPath = "the current network namespace"
+		b.nodeNS, err = netns.Get()
+	} else {
+		b.nodeNS, err = netns.GetFromPath(nsPath)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("bridge: open node netns %s: %w", nsPath, err)
 	}
 	if b.nl, err = netlink.NewHandleAt(b.nodeNS); err != nil {
