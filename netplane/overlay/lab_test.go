@@ -179,6 +179,7 @@ func (n *labNode) start(t testing.TB, backend string, client *fake.Clientset) (*
 	if err != nil {
 		t.Fatalf("New(%s) on %s: %v", backend, n.name, err)
 	}
+	t.Cleanup(func() { cancel(); o.Bridge.Close() })
 	select {
 	case <-o.Synced():
 	case <-time.After(10 * time.Second):

@@ -186,16 +186,22 @@ func New(ctx context.Context, cfg Config) (*Overlay, error) {
 	ok = true
 	go func() {
 		o.run(ctx, cfg.Client)
-		o.close()
+		// The loop was the handles' last user. The bridge's stay open: the
+		// kubelet may still tear pods down while it stops.
+		o.closeOwn()
 	}()
 	return o, nil
 }
 
-// close releases the handles (the data plane stays).
+// close releases every handle after a failed New (the data plane stays).
 func (o *Overlay) close() {
 	if o.Bridge != nil {
 		o.Bridge.Close()
 	}
+	o.closeOwn()
+}
+
+func (o *Overlay) closeOwn() {
 	if o.nl != nil {
 		o.nl.Close()
 	}
