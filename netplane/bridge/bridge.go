@@ -289,6 +289,9 @@ func (b *Bridge) Setup(podUID string) (string, netip.Addr, error) {
 	ip, haveIP := b.ipam.get(podUID)
 	pinned := isNSPin(nsPath)
 	if haveIP && pinned && b.podIsWired(podUID, nsPath, ip) {
+		if err := b.ensurePodMTU(podUID, nsPath); err != nil {
+			return "", netip.Addr{}, fmt.Errorf("bridge: pod %s: %w", podUID, err)
+		}
 		return nsPath, ip, nil
 	}
 
@@ -360,6 +363,43 @@ func (b *Bridge) podIsWired(podUID, nsPath string, ip netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// ensurePodMTU sets both ends of a wired pod's veth to the configured MTU
+// in place, without touching its address or connections: a node whose
+// backend changed (none → vxlan lowers it by 50) keeps its running pods,
+// and the kubelet repeats Setup for them at start.
+func (b *Bridge) ensurePodMTU(podUID, nsPath string) error {
+	host, err := b.nl.LinkByName(VethName(podUID))
+	if err != nil {
+		return err
+	}
+	if host.Attrs().MTU != b.cfg.MTU {
+		logrus.Infof("bridge: pod %s: MTU %d -> %d", podUID, host.Attrs().MTU, b.cfg.MTU)
+		if err := b.nl.LinkSetMTU(host, b.cfg.MTU); err != nil {
+			return fmt.Errorf("set %s MTU %d: %w", host.Attrs().Name, b.cfg.MTU, err)
+		}
+	}
+	pns, err := netns.GetFromPath(nsPath)
+	if err != nil {
+		return err
+	}
+	defer pns.Close()
+	ph, err := netlink.NewHandleAt(pns)
+	if err != nil {
+		return err
+	}
+	defer ph.Close()
+	eth, err := ph.LinkByName(PodInterface)
+	if err != nil {
+		return err
+	}
+	if eth.Attrs().MTU != b.cfg.MTU {
+		if err := ph.LinkSetMTU(eth, b.cfg.MTU); err != nil {
+			return fmt.Errorf("set pod %s MTU %d: %w", PodInterface, b.cfg.MTU, err)
+		}
+	}
+	return nil
 }
 
 // wire (re)creates the pod's veth pair and configures both ends.
