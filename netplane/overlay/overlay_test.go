@@ -28,8 +28,9 @@ func twoNodes(t *testing.T) (a, b *labNode, client *fake.Clientset) {
 
 // crossNodePods sets up a pod on each node and checks that each reaches
 // the other by TCP with its own pod IP as the source (no masquerade), and
-// by ping, including a packet of the full pod MTU (mtu) that must fit.
-func crossNodePods(t *testing.T, oa, ob *Overlay, mtu int) {
+// by ping, including a packet of the full pod MTU (mtu) that must fit;
+// and that each node reaches the other node's pod.
+func crossNodePods(t *testing.T, a, b *labNode, oa, ob *Overlay, mtu int) {
 	t.Helper()
 	pathA, ipA, err := oa.Setup("pod-a")
 	if err != nil {
@@ -61,6 +62,14 @@ func crossNodePods(t *testing.T, oa, ob *Overlay, mtu int) {
 		// 28 = IPv4 + ICMP headers: a packet of exactly the pod MTU.
 		if err := ping(c.from, c.to, mtu-28); err != nil {
 			t.Fatalf("ping %s → %s (%d bytes): %v", c.src, c.to, mtu, err)
+		}
+	}
+	for _, c := range []struct {
+		node *labNode
+		to   netip.Addr
+	}{{a, ipB}, {b, ipA}} {
+		if _, err := dial(c.node.nsPath, c.to); err != nil {
+			t.Fatalf("TCP from node %s to the other node's pod %s: %v", c.node.name, c.to, err)
 		}
 	}
 }
@@ -130,7 +139,14 @@ func TestVXLANTwoNodes(t *testing.T) {
 		return nil
 	})
 
-	crossNodePods(t, oa, ob, 1450)
+	crossNodePods(t, a, b, oa, ob, 1450)
+	// And it went through the VTEPs (the only route there is).
+	for _, n := range []*labNode{a, b} {
+		l, _ := n.nl.LinkByName(DeviceName)
+		if st := l.Attrs().Statistics; st == nil || st.TxPackets == 0 || st.RxPackets == 0 {
+			t.Fatalf("%s: %s counters %+v; the traffic did not cross it", n.name, DeviceName, st)
+		}
+	}
 
 	// b's Node is deleted: a drops everything it had for b.
 	if err := client.CoreV1().Nodes().Delete(context.Background(), "node-b", metav1.DeleteOptions{}); err != nil {
@@ -194,7 +210,7 @@ func TestHostGWTwoNodes(t *testing.T) {
 		return nil
 	})
 	// No encapsulation: the pods keep the link's MTU.
-	crossNodePods(t, oa, ob, 1500)
+	crossNodePods(t, a, b, oa, ob, 1500)
 
 	if err := client.CoreV1().Nodes().Delete(context.Background(), "node-b", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
