@@ -169,9 +169,14 @@ func New(ctx context.Context, cfg Config) (*Overlay, error) {
 		cfg.Bridge.MTU = o.mtu
 		p = &vxlanPlane{nl: o.nl, link: dev.Attrs().Index}
 	case HostGW:
-		o.mtu = link.Attrs().MTU
 		if cfg.Bridge.MTU == 0 {
-			cfg.Bridge.MTU = o.mtu
+			cfg.Bridge.MTU = link.Attrs().MTU
+		}
+		o.mtu = cfg.Bridge.MTU
+		// A node switched from vxlan: its VTEP would only hold the port
+		// (the routes through it go at the first prune).
+		if err := deleteVXLAN(o.nl); err != nil {
+			return nil, fmt.Errorf("overlay: %w", err)
 		}
 		p = &hostGWPlane{nl: o.nl}
 	}
@@ -337,16 +342,23 @@ func Cleanup(nodeNetNS string) error {
 	}
 	defer ns.Close()
 	defer h.Close()
-	var errs []error
-	if l, err := h.LinkByName(DeviceName); err == nil {
-		if l.Type() == "vxlan" {
-			if err := h.LinkDel(l); err != nil {
-				errs = append(errs, fmt.Errorf("overlay: delete %s: %w", DeviceName, err))
-			}
-		} else {
-			logrus.Warnf("overlay: cleanup: %s is a %s, not kelp's VXLAN device; leaving it", DeviceName, l.Type())
-		}
+	return errors.Join(deleteVXLAN(h), (&hostGWPlane{nl: h}).prune(nil))
+}
+
+// deleteVXLAN deletes kelp.1 if it is a VXLAN device (the name is kelp's;
+// anything else of that name is left, with a warning).
+func deleteVXLAN(h *netlink.Handle) error {
+	l, err := h.LinkByName(DeviceName)
+	if err != nil {
+		return nil
 	}
-	errs = append(errs, (&hostGWPlane{nl: h}).prune(nil))
-	return errors.Join(errs...)
+	if l.Type() != "vxlan" {
+		logrus.Warnf("overlay: %s is a %s, not kelp's VXLAN device; leaving it", DeviceName, l.Type())
+		return nil
+	}
+	if err := h.LinkDel(l); err != nil && !gone(err) {
+		return fmt.Errorf("delete %s: %w", DeviceName, err)
+	}
+	logrus.Infof("overlay: deleted %s", DeviceName)
+	return nil
 }

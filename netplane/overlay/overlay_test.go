@@ -371,3 +371,49 @@ func TestCleanup(t *testing.T) {
 		t.Fatal("Cleanup removed a route that is not kelp's")
 	}
 }
+
+// TestSwitchBackend: a node restarted with another backend leaves nothing
+// of the previous one (kelp.1, its routes, the vtep-mac annotation), and
+// pods still reach each other across the nodes.
+func TestSwitchBackend(t *testing.T) {
+	a, b, client := twoNodes(t)
+	_, stopB := b.start(t, VXLAN, client)
+	_, stopA := a.start(t, VXLAN, client)
+	eventually(t, "vxlan route", func() error {
+		if got := kelpRoutes(t, a); !reflect.DeepEqual(got, []string{"10.42.2.0/24 via 10.42.2.0 dev kelp.1 onlink"}) {
+			return fmt.Errorf("routes %v", got)
+		}
+		return nil
+	})
+	stopA()
+	stopB()
+	_, stopB = b.start(t, HostGW, client)
+	oa, stopA := a.start(t, HostGW, client)
+	if _, err := a.nl.LinkByName(DeviceName); err == nil {
+		t.Fatalf("%s left after switching to host-gw", DeviceName)
+	}
+	node, _ := client.CoreV1().Nodes().Get(context.Background(), "node-a", metav1.GetOptions{})
+	if _, ok := node.Annotations[AnnotationVTEPMAC]; ok || node.Annotations[AnnotationBackend] != HostGW {
+		t.Fatalf("annotations after the switch: %v", node.Annotations)
+	}
+	eventually(t, "host-gw route", func() error {
+		if got := kelpRoutes(t, a); !reflect.DeepEqual(got, []string{"10.42.2.0/24 via 198.18.7.2 dev lab0"}) {
+			return fmt.Errorf("routes %v", got)
+		}
+		return nil
+	})
+	if oa.MTU() != 1500 {
+		t.Fatalf("host-gw MTU %d", oa.MTU())
+	}
+	stopA()
+	stopB()
+	ob, _ := b.start(t, VXLAN, client)
+	oa, _ = a.start(t, VXLAN, client)
+	eventually(t, "vxlan route again", func() error {
+		if got := kelpRoutes(t, a); !reflect.DeepEqual(got, []string{"10.42.2.0/24 via 10.42.2.0 dev kelp.1 onlink"}) {
+			return fmt.Errorf("routes %v", got)
+		}
+		return nil
+	})
+	crossNodePods(t, a, b, oa, ob, 1450)
+}

@@ -157,9 +157,10 @@ func (v *vxlanPlane) del(p peer) error {
 	return errors.Join(errs...)
 }
 
-// prune removes the routes (RouteProtocol), permanent neighbour entries
-// and FDB entries on kelp.1 that belong to no peer in keep. Only kelp.1's
-// entries are looked at; the device is kelp's alone.
+// prune removes the RouteProtocol routes, and the permanent neighbour and
+// FDB entries on kelp.1, that belong to no peer in keep. Routes marked
+// RouteProtocol elsewhere than on kelp.1 are host-gw's, left by the
+// backend the node ran before, and go too.
 func (v *vxlanPlane) prune(keep []peer) error {
 	routes, neighs, fdbs := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, p := range keep {
@@ -168,12 +169,12 @@ func (v *vxlanPlane) prune(keep []peer) error {
 		fdbs[p.MAC+" "+p.IP.String()] = true
 	}
 	var errs []error
-	rs, err := v.nl.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{LinkIndex: v.link}, netlink.RT_FILTER_OIF)
+	rs, err := v.nl.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Protocol: RouteProtocol}, netlink.RT_FILTER_PROTOCOL)
 	if err != nil {
-		return fmt.Errorf("list routes on %s: %w", DeviceName, err)
+		return fmt.Errorf("list routes: %w", err)
 	}
 	for _, r := range rs {
-		if r.Protocol != RouteProtocol || r.Dst == nil || routes[r.Dst.String()] {
+		if r.LinkIndex == v.link && r.Dst != nil && routes[r.Dst.String()] {
 			continue
 		}
 		logrus.Infof("overlay: removing stale route %s via %s", r.Dst, r.Gw)
