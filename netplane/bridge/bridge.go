@@ -104,6 +104,12 @@ func New(cfg Config) (*Bridge, error) {
 			b.Close()
 		}
 	}()
+	// Record the pod CIDR before creating anything: it is Cleanup's
+	// evidence that cni0 is kelp's, also on a node that never ran a pod
+	// (ipam.json was otherwise first written by the first allocation).
+	if err := b.ipam.save(); err != nil {
+		return nil, fmt.Errorf("bridge: %w", err)
+	}
 	if err := b.ensureBridge(); err != nil {
 		return nil, fmt.Errorf("bridge: %w", err)
 	}

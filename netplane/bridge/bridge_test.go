@@ -817,3 +817,18 @@ func TestMTUChangeKeepsPods(t *testing.T) {
 		t.Fatalf("pod eth0 MTU %d, want 1450", eth.Attrs().MTU)
 	}
 }
+
+// TestCleanupWithoutPods: a node that never ran a pod is cleaned up too
+// (New records the pod CIDR; the first allocation used to).
+func TestCleanupWithoutPods(t *testing.T) {
+	n := newTestNode(t)
+	cfg := n.config("10.42.14.0/24")
+	b := n.newBridge(cfg)
+	b.Close()
+	if err := Cleanup(Config{StateDir: cfg.StateDir, NetNSDir: cfg.NetNSDir, NodeNetNS: cfg.NodeNetNS}); err != nil {
+		t.Fatalf("Cleanup: %v", err)
+	}
+	if _, err := nlHandle(t, n.nsPath).LinkByName("cni0"); err == nil {
+		t.Fatal("bridge survived Cleanup")
+	}
+}
