@@ -22,6 +22,9 @@ func (g *hostGWPlane) route(p peer) *netlink.Route {
 	return &netlink.Route{Dst: prefixNet(p.PodCIDR), Gw: net.IP(p.IP.AsSlice()), Protocol: RouteProtocol}
 }
 
+// repair: host-gw has no own side.
+func (g *hostGWPlane) repair() error { return nil }
+
 func (g *hostGWPlane) add(p peer) error {
 	if err := g.nl.RouteReplace(g.route(p)); err != nil {
 		if errors.Is(err, syscall.ENETUNREACH) {

@@ -54,6 +54,7 @@ type labNode struct {
 	ip       netip.Addr
 	podCIDR  string
 	nl       *netlink.Handle
+	resync   time.Duration // Config.ResyncPeriod (0: the default)
 }
 
 func inode(t testing.TB, path string) uint64 {
@@ -165,7 +166,7 @@ func (n *labNode) node() *corev1.Node {
 }
 
 func (n *labNode) config(backend string, client *fake.Clientset) Config {
-	return Config{Backend: backend, NodeName: n.name, NodeIP: n.ip.String(), Client: client,
+	return Config{Backend: backend, NodeName: n.name, NodeIP: n.ip.String(), Client: client, ResyncPeriod: n.resync,
 		Bridge: bridge.Config{PodCIDR: n.podCIDR, ClusterCIDR: clusterCIDR, StateDir: n.stateDir,
 			NetNSDir: n.netnsDir, NodeNetNS: n.nsPath}}
 }

@@ -78,10 +78,10 @@ const (
 	AnnotationVTEPMAC  = "kelp.io/vtep-mac"
 )
 
-// ResyncPeriod is how often the reconciler also removes entries it did not
-// program itself (left by an earlier agent for nodes deleted meanwhile, or
-// added by hand), besides doing so once at start.
-const ResyncPeriod = 5 * time.Minute
+// ResyncPeriod is the default interval of the reconciler's full passes
+// (see reconciler.sync): the own side repaired, every peer's entries
+// added again, stale ones pruned. Flannel checks its routes every 10 s.
+const ResyncPeriod = 10 * time.Second
 
 // Config configures a node's overlay.
 type Config struct {
@@ -99,6 +99,8 @@ type Config struct {
 	Iface string
 	// Client reads the Nodes and annotates the own one.
 	Client kubernetes.Interface
+	// ResyncPeriod is the interval of full passes (0 = ResyncPeriod).
+	ResyncPeriod time.Duration
 }
 
 // Overlay is a node's pod network with the overlay: the bridge's Network
@@ -162,12 +164,14 @@ func New(ctx context.Context, cfg Config) (*Overlay, error) {
 	case VXLAN:
 		o.mtu = link.Attrs().MTU - Overhead
 		o.mac = vtepMAC(cfg.NodeName)
-		dev, err := ensureVXLAN(o.nl, link, publicIP, o.mac, o.mtu, podCIDR)
-		if err != nil {
+		vp := &vxlanPlane{nl: o.nl, ensure: func() (netlink.Link, error) {
+			return ensureVXLAN(o.nl, link, publicIP, o.mac, o.mtu, podCIDR)
+		}}
+		if err := vp.repair(); err != nil {
 			return nil, fmt.Errorf("overlay: %w", err)
 		}
 		cfg.Bridge.MTU = o.mtu
-		p = &vxlanPlane{nl: o.nl, link: dev.Attrs().Index}
+		p = vp
 	case HostGW:
 		if cfg.Bridge.MTU == 0 {
 			cfg.Bridge.MTU = link.Attrs().MTU
@@ -189,8 +193,12 @@ func New(ctx context.Context, cfg Config) (*Overlay, error) {
 	o.rec = newReconciler(cfg.Backend, cfg.NodeName, podCIDR, p)
 	logrus.Infof("overlay: %s on %s (public IP %s, pod MTU %d)", cfg.Backend, o.iface, publicIP, cfg.Bridge.MTU)
 	ok = true
+	resync := cfg.ResyncPeriod
+	if resync <= 0 {
+		resync = ResyncPeriod
+	}
 	go func() {
-		o.run(ctx, cfg.Client)
+		o.run(ctx, cfg.Client, resync)
 		// The loop was the handles' last user. The bridge's stay open: the
 		// kubelet may still tear pods down while it stops.
 		o.closeOwn()

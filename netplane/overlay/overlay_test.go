@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -416,4 +417,42 @@ func TestSwitchBackend(t *testing.T) {
 		return nil
 	})
 	crossNodePods(t, a, b, oa, ob, 1450)
+}
+
+// TestRepair: what is removed behind the agent's back comes back at the
+// next full pass: a host-gw route (the kernel flushes them with a link
+// that goes down), and kelp.1 with all its peer entries.
+func TestRepair(t *testing.T) {
+	for _, backend := range []string{HostGW, VXLAN} {
+		t.Run(backend, func(t *testing.T) {
+			a, b, client := twoNodes(t)
+			a.resync = 100 * time.Millisecond
+			ob, _ := b.start(t, backend, client)
+			oa, _ := a.start(t, backend, client)
+			want := map[string][]string{HostGW: {"10.42.2.0/24 via 198.18.7.2 dev lab0"}, VXLAN: {"10.42.2.0/24 via 10.42.2.0 dev kelp.1 onlink"}}[backend]
+			programmed := func() error {
+				if got := kelpRoutes(t, a); !reflect.DeepEqual(got, want) {
+					return fmt.Errorf("routes %v", got)
+				}
+				if backend == VXLAN && len(fdbEntries(t, a)) != 1 {
+					return fmt.Errorf("fdb %v", fdbEntries(t, a))
+				}
+				return nil
+			}
+			eventually(t, "programmed", programmed)
+			if backend == HostGW {
+				rs, _ := a.nl.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Protocol: RouteProtocol}, netlink.RT_FILTER_PROTOCOL)
+				if err := a.nl.RouteDel(&rs[0]); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				l, _ := a.nl.LinkByName(DeviceName)
+				if err := a.nl.LinkDel(l); err != nil {
+					t.Fatal(err)
+				}
+			}
+			eventually(t, "repaired", programmed)
+			crossNodePods(t, a, b, oa, ob, oa.MTU())
+		})
+	}
 }

@@ -30,11 +30,13 @@ type peer struct {
 }
 
 // plane is one backend's netlink side. add and del are idempotent; prune
-// removes what belongs to no peer in keep.
+// removes what belongs to no peer in keep; repair restores the backend's
+// own side (vxlan: kelp.1, deleted or changed behind its back).
 type plane interface {
 	add(peer) error
 	del(peer) error
 	prune(keep []peer) error
+	repair() error
 }
 
 // peerOf returns the peer Node n describes for backend, or why it is not
@@ -104,11 +106,14 @@ func newReconciler(backend, self string, ownCIDR netip.Prefix, p plane) *reconci
 
 // sync makes the programmed peers those among nodes: a deleted node's or
 // changed peer's old entries go first (a podCIDR handed to another node
-// must not be routed twice), then new and changed peers are added. With
-// prune it also removes entries it did not program (an earlier agent's).
-// A failed step is reported and left for the next pass; applied holds
-// exactly what succeeded.
-func (r *reconciler) sync(nodes []*corev1.Node, prune bool) error {
+// must not be routed twice), then new and changed peers are added. A full
+// pass also repairs the own side, adds every peer again (add is
+// idempotent: this restores entries removed behind the reconciler's back,
+// such as host-gw routes the kernel flushed with a link that went down)
+// and prunes entries it did not program (an earlier agent's, a deleted
+// node's). A failed step is reported and left for the next pass; applied
+// holds exactly what succeeded.
+func (r *reconciler) sync(nodes []*corev1.Node, full bool) error {
 	want := map[string]peer{}
 	for _, n := range nodes {
 		if n.Name == r.self {
@@ -150,6 +155,14 @@ func (r *reconciler) sync(nodes []*corev1.Node, prune bool) error {
 	}
 
 	var errs []error
+	if full {
+		if err := r.plane.repair(); err != nil {
+			return fmt.Errorf("repair: %w", err)
+		}
+		// Whatever the kernel holds now, add everything wanted; prune
+		// below removes the rest, old entries of changed peers included.
+		r.applied = map[string]peer{}
+	}
 	for name, old := range r.applied {
 		if p, ok := want[name]; ok && p == old {
 			continue
@@ -178,7 +191,7 @@ func (r *reconciler) sync(nodes []*corev1.Node, prune bool) error {
 		r.applied[name] = p
 		logrus.Debugf("overlay: added peer %s (%s via %s)", name, p.PodCIDR, p.IP)
 	}
-	if prune {
+	if full {
 		keep := make([]peer, 0, len(r.applied))
 		for _, p := range r.applied {
 			keep = append(keep, p)
@@ -201,9 +214,10 @@ func hasNode(nodes []*corev1.Node, name string) bool {
 
 // run watches the Nodes and reconciles until ctx ends. Events only mark
 // the peer set dirty (a channel of one), so a burst of them costs one pass
-// over the cache. A pass with errors is repeated with backoff (100 ms
-// doubling to 30 s); every ResyncPeriod a pass also prunes.
-func (o *Overlay) run(ctx context.Context, client kubernetes.Interface) {
+// over the cache. The first pass and one every resync period are full
+// (see sync); a pass with errors is repeated, full, with backoff (100 ms
+// doubling to 30 s).
+func (o *Overlay) run(ctx context.Context, client kubernetes.Interface, resyncPeriod time.Duration) {
 	factory := informers.NewSharedInformerFactory(client, 0)
 	nodes := factory.Core().V1().Nodes()
 	dirty := make(chan struct{}, 1)
@@ -227,11 +241,11 @@ func (o *Overlay) run(ctx context.Context, client kubernetes.Interface) {
 
 	const minBackoff, maxBackoff = 100 * time.Millisecond, 30 * time.Second
 	backoff := minBackoff
-	retry := time.NewTimer(0) // the first pass, with prune
+	retry := time.NewTimer(0) // the first pass, full
 	defer retry.Stop()
-	resync := time.NewTicker(ResyncPeriod)
+	resync := time.NewTicker(resyncPeriod)
 	defer resync.Stop()
-	prune, first := true, true
+	full, first := true, true
 	for {
 		select {
 		case <-ctx.Done():
@@ -239,11 +253,11 @@ func (o *Overlay) run(ctx context.Context, client kubernetes.Interface) {
 		case <-dirty:
 		case <-retry.C:
 		case <-resync.C:
-			prune = true
+			full = true
 		}
 		all, err := lister.List(labels.Everything())
 		if err == nil {
-			err = o.rec.sync(all, prune)
+			err = o.rec.sync(all, full)
 		}
 		if first {
 			close(o.synced)
@@ -253,8 +267,9 @@ func (o *Overlay) run(ctx context.Context, client kubernetes.Interface) {
 			logrus.WithError(err).Warnf("overlay: reconcile failed; retrying in %s", backoff)
 			retry.Reset(backoff)
 			backoff = min(2*backoff, maxBackoff)
+			full = true
 			continue
 		}
-		prune, backoff = false, minBackoff
+		full, backoff = false, minBackoff
 	}
 }

@@ -52,6 +52,8 @@ func (f *fakePlane) prune(keep []peer) error {
 	return nil
 }
 
+func (f *fakePlane) repair() error { f.calls = append(f.calls, "repair"); return nil }
+
 func (f *fakePlane) take() []string { c := f.calls; f.calls = nil; return c }
 
 func vxNode(name, cidr, ip, mac string) *corev1.Node {
@@ -110,7 +112,7 @@ func TestReconcileAddUpdateDelete(t *testing.T) {
 	if err := r.sync([]*corev1.Node{a, b, c, pending}, true); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"add b 10.42.2.0/24 198.18.7.2 02:00:00:00:00:02", "add c 10.42.3.0/24 198.18.7.3 02:00:00:00:00:03"}
+	want := []string{"repair", "add b 10.42.2.0/24 198.18.7.2 02:00:00:00:00:02", "add c 10.42.3.0/24 198.18.7.3 02:00:00:00:00:03"}
 	if got := f.take(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("first sync: %v, want %v", got, want)
 	}
@@ -227,5 +229,31 @@ func TestVTEPMAC(t *testing.T) {
 		if len(mac) != 6 || mac[0]&0x01 != 0 || mac[0]&0x02 == 0 {
 			t.Fatalf("%s is not a locally administered unicast MAC", mac)
 		}
+	}
+}
+
+// TestReconcileFullPass: a full pass repairs the own side, adds every peer
+// again (the kernel may have lost them) and prunes around them; an
+// incremental pass with nothing changed does nothing.
+func TestReconcileFullPass(t *testing.T) {
+	f := newFakePlane()
+	r := newReconciler(HostGW, "a", netip.MustParsePrefix("10.42.1.0/24"), f)
+	b := vxNode("b", "10.42.2.0/24", "198.18.7.2", "")
+	b.Annotations = map[string]string{AnnotationBackend: HostGW}
+	if err := r.sync([]*corev1.Node{b}, false); err != nil {
+		t.Fatal(err)
+	}
+	f.take()
+	if err := r.sync([]*corev1.Node{b}, false); err != nil || len(f.take()) != 0 {
+		t.Fatalf("incremental pass did something: %v", err)
+	}
+	if err := r.sync([]*corev1.Node{b}, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.take(); !reflect.DeepEqual(got, []string{"repair", "add b 10.42.2.0/24 198.18.7.2 "}) {
+		t.Fatalf("full pass: %v", got)
+	}
+	if !reflect.DeepEqual(f.pruned, [][]string{{"b"}}) {
+		t.Fatalf("prune kept %v", f.pruned)
 	}
 }

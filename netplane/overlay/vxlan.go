@@ -105,6 +105,23 @@ func describe(l netlink.Link) string {
 type vxlanPlane struct {
 	nl   *netlink.Handle
 	link int
+	// ensure is ensureVXLAN with New's parameters.
+	ensure func() (netlink.Link, error)
+}
+
+// repair makes kelp.1 what New made it (ensureVXLAN changes nothing on a
+// device that is right). A recreated device has lost its peer entries;
+// the full pass that called repair adds them all again.
+func (v *vxlanPlane) repair() error {
+	dev, err := v.ensure()
+	if err != nil {
+		return err
+	}
+	if v.link != 0 && dev.Attrs().Index != v.link {
+		logrus.Warnf("overlay: %s was recreated; programming the peers again", DeviceName)
+	}
+	v.link = dev.Attrs().Index
+	return nil
 }
 
 // vtep is a peer's VTEP address: the network address of its pod CIDR.
