@@ -456,3 +456,13 @@ func TestRepair(t *testing.T) {
 		})
 	}
 }
+
+// TestHostGWUnreachablePeer: a peer that is not on a connected network
+// cannot be routed by host-gw, and the error says so.
+func TestHostGWUnreachablePeer(t *testing.T) {
+	a, _, _ := twoNodes(t)
+	err := (&hostGWPlane{nl: a.nl}).add(peer{Name: "far", PodCIDR: netip.MustParsePrefix("10.42.5.0/24"), IP: netip.MustParseAddr("198.19.0.5")})
+	if err == nil || !strings.Contains(err.Error(), "not on a directly connected network") {
+		t.Fatalf("err %v", err)
+	}
+}
