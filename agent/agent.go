@@ -61,8 +61,11 @@ type Config struct {
 	// DisableProxy and DisableDNS leave services and DNS to something else.
 	DisableProxy, DisableDNS bool
 	// NodeNetwork names the pod network backend (k3s's --flannel-backend;
-	// netplane/nodenet lists them). Empty means nodenet.Default, "bridge".
+	// netplane/nodenet lists them). Empty means nodenet.Default.
 	NodeNetwork string
+	// FlannelIface is the interface the overlay uses (--flannel-iface; ""
+	// = the one holding NodeIP).
+	FlannelIface string
 }
 
 // paths resolves the agent's state and runtime directories and the
@@ -139,7 +142,8 @@ func Run(ctx context.Context, cfg Config, creds Credentials) error {
 		CgroupRoot: cfg.CgroupRoot, LogRoot: cfg.LogRoot, CrashLoopMaxBackoff: cfg.CrashLoopMaxBackoff,
 		KubeletPort: cfg.KubeletPort, ClientCA: clientCA,
 		NewNetwork: func(podCIDR string) (kubelet.Network, error) {
-			return nodeNet.New(nodenet.Options{PodCIDR: podCIDR, ClusterCIDR: cfg.ClusterCIDR, AgentDir: agentDir, RunDir: runDir})
+			return nodeNet.New(nodenet.Options{PodCIDR: podCIDR, ClusterCIDR: cfg.ClusterCIDR, AgentDir: agentDir, RunDir: runDir,
+				Context: ctx, Client: client, NodeName: cfg.NodeName, NodeIP: cfg.NodeIP, Iface: cfg.FlannelIface})
 		},
 	}, client, rt, recorder)
 	logrus.Infof("agent: node %s, containerd at %s", cfg.NodeName, address)

@@ -17,7 +17,7 @@ import (
 func TestUnknownNodeNetworkFailsFirst(t *testing.T) {
 	dir := t.TempDir()
 	err := Run(context.Background(), Config{DataDir: dir, RunDir: filepath.Join(dir, "run"), NodeNetwork: "wireguard"}, Credentials{Node: &rest.Config{}})
-	if err == nil || !strings.Contains(err.Error(), "--flannel-backend") || !strings.Contains(err.Error(), "bridge") {
+	if err == nil || !strings.Contains(err.Error(), "--flannel-backend") || !strings.Contains(err.Error(), "host-gw, none, vxlan") {
 		t.Fatalf("err = %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "agent")); !os.IsNotExist(err) {

@@ -60,7 +60,7 @@ var wantAgent = agent.Config{
 	KubeletPort:         10250,
 	DNSPort:             53,
 	CrashLoopMaxBackoff: 5 * time.Minute,
-	NodeNetwork:         "bridge",
+	NodeNetwork:         "vxlan",
 }
 
 // clearEnv unsets every KELP_ variable for the test, so defaults are

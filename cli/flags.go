@@ -63,6 +63,7 @@ func agentFlags(c *agent.Config) []urfave.Flag {
 		&urfave.IntFlag{Name: "kubelet-port", Value: config.KubeletPort, Usage: "port of the kubelet's HTTPS endpoint (logs, exec; 0 picks a free port)", EnvVars: env("KUBELET_PORT"), Destination: &c.KubeletPort},
 		&urfave.IntFlag{Name: "dns-port", Value: config.DNSPort, Usage: "port of the node's cluster DNS listener on the node IP", EnvVars: env("DNS_PORT"), Destination: &c.DNSPort},
 		&urfave.StringFlag{Name: "flannel-backend", Value: config.NodeNetwork, Usage: "the node network: how pods get their addresses and reach each other (known: " + strings.Join(nodenet.Names(), ", ") + ")", EnvVars: env("FLANNEL_BACKEND"), Destination: &c.NodeNetwork},
+		&urfave.StringFlag{Name: "flannel-iface", Value: config.FlannelIface, Usage: "interface the overlay uses (default: the one holding the node IP)", EnvVars: env("FLANNEL_IFACE"), Destination: &c.FlannelIface},
 		&urfave.BoolFlag{Name: "disable-kube-proxy", Usage: "do not run the service proxy", EnvVars: env("DISABLE_KUBE_PROXY"), Destination: &c.DisableProxy},
 		&urfave.BoolFlag{Name: "disable-dns", Usage: "do not serve cluster DNS", EnvVars: env("DISABLE_DNS"), Destination: &c.DisableDNS},
 		&urfave.DurationFlag{Name: "container-restart-max-backoff", Value: config.CrashLoopMaxBackoff, Usage: "longest CrashLoopBackOff delay", EnvVars: env("CONTAINER_RESTART_MAX_BACKOFF"), Destination: &c.CrashLoopMaxBackoff},

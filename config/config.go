@@ -34,9 +34,12 @@ const (
 	ServiceNodePortRange = "30000-32767"
 	ClusterDNS           = "10.43.0.10"
 	ClusterDomain        = "cluster.local"
-	// NodeNetwork is the node-network backend (--flannel-backend): the
-	// local bridge until the cross-node overlays land.
-	NodeNetwork = "bridge"
+	// NodeNetwork is the node-network backend (--flannel-backend): vxlan,
+	// as in k3s (netplane/nodenet lists the others: host-gw, none).
+	NodeNetwork = "vxlan"
+	// FlannelIface is the interface carrying the overlay (--flannel-iface);
+	// empty means the one holding the node IP.
+	FlannelIface = ""
 )
 
 // Listeners.

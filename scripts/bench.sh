@@ -20,9 +20,9 @@ echo "== benchmarks ($(nproc) CPUs, $(date -u '+%Y-%m-%d %H:%M UTC'))"
 KELP_BIN="$PWD/bin/kelp" go test -count=1 -timeout 30m -run '^$' -bench . -benchtime=1x \
 	./test/bench/ "$@" 2>&1 | tee "$out"
 status=${PIPESTATUS[0]}
-# The data plane's own benchmarks: nftables syncs and DNS queries.
+# The data plane's own benchmarks: nftables syncs, DNS queries, overlay convergence.
 echo "== data plane benchmarks"
-go test -count=1 -timeout 20m -run '^$' -bench . ./netplane/proxy/ ./netplane/dns/ 2>&1 | tee -a "$out"
+go test -count=1 -timeout 20m -run '^$' -bench . ./netplane/proxy/ ./netplane/dns/ ./netplane/overlay/ 2>&1 | tee -a "$out"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 echo

@@ -104,6 +104,12 @@ func New(cfg Config) (*Bridge, error) {
 			b.Close()
 		}
 	}()
+	// Record the pod CIDR before creating anything: it is Cleanup's
+	// evidence that cni0 is kelp's, also on a node that never ran a pod
+	// (ipam.json was otherwise first written by the first allocation).
+	if err := b.ipam.save(); err != nil {
+		return nil, fmt.Errorf("bridge: %w", err)
+	}
 	if err := b.ensureBridge(); err != nil {
 		return nil, fmt.Errorf("bridge: %w", err)
 	}
@@ -145,11 +151,18 @@ func (cfg *Config) setDefaults() error {
 func open(cfg Config, podCIDR netip.Prefix) (*Bridge, error) {
 	b := &Bridge{cfg: cfg, podCIDR: podCIDR, gw: podCIDR.Addr().Next()}
 	nsPath := cfg.NodeNetNS
-	if nsPath == "" {
-		nsPath = "/proc/self/ns/net"
-	}
 	var err error
-	if b.nodeNS, err = netns.GetFromPath(nsPath); err != nil {
+	if nsPath == "" {
+		// The calling thread's, not /proc/self/ns/net: that is the main
+		// thread's, and Go wedges the main thread (instead of ending it)
+		// when a goroutine locked to it exits, possibly in a pod netns
+		// PinNewNetNS created.
+		nsPath = "the current network namespace"
+		b.nodeNS, err = netns.Get()
+	} else {
+		b.nodeNS, err = netns.GetFromPath(nsPath)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("bridge: open node netns %s: %w", nsPath, err)
 	}
 	if b.nl, err = netlink.NewHandleAt(b.nodeNS); err != nil {
@@ -282,6 +295,9 @@ func (b *Bridge) Setup(podUID string) (string, netip.Addr, error) {
 	ip, haveIP := b.ipam.get(podUID)
 	pinned := isNSPin(nsPath)
 	if haveIP && pinned && b.podIsWired(podUID, nsPath, ip) {
+		if err := b.ensurePodMTU(podUID, nsPath); err != nil {
+			return "", netip.Addr{}, fmt.Errorf("bridge: pod %s: %w", podUID, err)
+		}
 		return nsPath, ip, nil
 	}
 
@@ -353,6 +369,43 @@ func (b *Bridge) podIsWired(podUID, nsPath string, ip netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// ensurePodMTU sets both ends of a wired pod's veth to the configured MTU
+// in place, without touching its address or connections: a node whose
+// backend changed (none → vxlan lowers it by 50) keeps its running pods,
+// and the kubelet repeats Setup for them at start.
+func (b *Bridge) ensurePodMTU(podUID, nsPath string) error {
+	host, err := b.nl.LinkByName(VethName(podUID))
+	if err != nil {
+		return err
+	}
+	if host.Attrs().MTU != b.cfg.MTU {
+		logrus.Infof("bridge: pod %s: MTU %d -> %d", podUID, host.Attrs().MTU, b.cfg.MTU)
+		if err := b.nl.LinkSetMTU(host, b.cfg.MTU); err != nil {
+			return fmt.Errorf("set %s MTU %d: %w", host.Attrs().Name, b.cfg.MTU, err)
+		}
+	}
+	pns, err := netns.GetFromPath(nsPath)
+	if err != nil {
+		return err
+	}
+	defer pns.Close()
+	ph, err := netlink.NewHandleAt(pns)
+	if err != nil {
+		return err
+	}
+	defer ph.Close()
+	eth, err := ph.LinkByName(PodInterface)
+	if err != nil {
+		return err
+	}
+	if eth.Attrs().MTU != b.cfg.MTU {
+		if err := ph.LinkSetMTU(eth, b.cfg.MTU); err != nil {
+			return fmt.Errorf("set pod %s MTU %d: %w", PodInterface, b.cfg.MTU, err)
+		}
+	}
+	return nil
 }
 
 // wire (re)creates the pod's veth pair and configures both ends.

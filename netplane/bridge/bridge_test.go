@@ -786,3 +786,49 @@ func TestMasqueradeWorks(t *testing.T) {
 		t.Fatalf("outside saw source %q, want the node address 192.168.200.1 (masquerade)", got)
 	}
 }
+
+// TestMTUChangeKeepsPods: a Bridge built again with another MTU (the
+// backend changed from none to vxlan) sets cni0's, and Setup of a running
+// pod sets both ends of its veth in place: same veth, same IP.
+func TestMTUChangeKeepsPods(t *testing.T) {
+	n := newTestNode(t)
+	b := n.newBridge(n.config("10.42.8.0/24"))
+	h := nlHandle(t, n.nsPath)
+	path, ip, err := b.Setup("mtu-pod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := h.LinkByName(VethName("mtu-pod"))
+	cfg := n.config("10.42.8.0/24")
+	cfg.MTU = 1450
+	b2 := n.newBridge(cfg)
+	if br, _ := h.LinkByName("cni0"); br.Attrs().MTU != 1450 {
+		t.Fatalf("cni0 MTU %d, want 1450", br.Attrs().MTU)
+	}
+	path2, ip2, err := b2.Setup("mtu-pod")
+	if err != nil || path2 != path || ip2 != ip {
+		t.Fatalf("Setup after the MTU change: %s %s %v; want %s %s", path2, ip2, err, path, ip)
+	}
+	after, _ := h.LinkByName(VethName("mtu-pod"))
+	if after.Attrs().Index != before.Attrs().Index || after.Attrs().MTU != 1450 {
+		t.Fatalf("host veth: index %d → %d, MTU %d; want the same veth at 1450", before.Attrs().Index, after.Attrs().Index, after.Attrs().MTU)
+	}
+	if eth, _ := nlHandle(t, path).LinkByName(PodInterface); eth.Attrs().MTU != 1450 {
+		t.Fatalf("pod eth0 MTU %d, want 1450", eth.Attrs().MTU)
+	}
+}
+
+// TestCleanupWithoutPods: a node that never ran a pod is cleaned up too
+// (New records the pod CIDR; the first allocation used to).
+func TestCleanupWithoutPods(t *testing.T) {
+	n := newTestNode(t)
+	cfg := n.config("10.42.14.0/24")
+	b := n.newBridge(cfg)
+	b.Close()
+	if err := Cleanup(Config{StateDir: cfg.StateDir, NetNSDir: cfg.NetNSDir, NodeNetNS: cfg.NodeNetNS}); err != nil {
+		t.Fatalf("Cleanup: %v", err)
+	}
+	if _, err := nlHandle(t, n.nsPath).LinkByName("cni0"); err == nil {
+		t.Fatal("bridge survived Cleanup")
+	}
+}

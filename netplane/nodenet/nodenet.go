@@ -2,16 +2,18 @@
 // pods their network namespace and IP and connects them to the rest of the
 // cluster. The kelp flag is k3s's --flannel-backend; Config.NodeNetwork in
 // package agent carries it here. Each backend is one entry in the table
-// below, so the VXLAN and host-gw overlays of the multi-node issue are
-// additions to it, not edits of the agent, the kubelet or killall.
+// below (none: netplane/bridge; vxlan and host-gw: netplane/overlay on the
+// bridge), so a backend is an addition to it, not an edit of the agent,
+// the kubelet or killall.
 //
 // It is a package of its own rather than the netplane root because it
-// imports its implementations (netplane/bridge today) to list them, and
+// imports its implementations (netplane/bridge, netplane/overlay) to list them, and
 // netplane's other parts (nft, proxy, dns) are siblings that have nothing
 // to do with choosing a backend; the root stays a directory.
 package nodenet
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -19,8 +21,11 @@ import (
 	"sort"
 	"strings"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/kelp-project/kelp/config"
 	"github.com/kelp-project/kelp/netplane/bridge"
+	"github.com/kelp-project/kelp/netplane/overlay"
 )
 
 // Network is a node's pod network as the kubelet uses it (a superset of
@@ -40,8 +45,8 @@ type Network interface {
 	InNetNS(netnsPath string, fn func() error) error
 }
 
-// Options is what a backend is given. Overlays will add what they need
-// (the node's name and address, the API client for peers' annotations).
+// Options is what a backend is given. The fields after RunDir are the
+// overlays' (New only): they annotate the own Node and watch the others.
 type Options struct {
 	// PodCIDR is the node's range from node IPAM (New only: Cleanup runs
 	// without the API and finds what it needs in the backend's own state).
@@ -54,6 +59,16 @@ type Options struct {
 	// RunDir is kelp's runtime directory (/run/kelp); pod netns pins go in
 	// RunDir/netns.
 	RunDir string
+
+	// Context bounds the overlays' Node watch (New only).
+	Context context.Context
+	// Client reads the Nodes and annotates the own one.
+	Client kubernetes.Interface
+	// NodeName and NodeIP are the own Node's name and InternalIP.
+	NodeName, NodeIP string
+	// Iface is --flannel-iface: the interface carrying the overlay ("" =
+	// the one holding NodeIP).
+	Iface string
 }
 
 // Backend is one node-network implementation.
@@ -68,13 +83,16 @@ type Backend struct {
 	Cleanup func(Options) error
 }
 
-// Default is the backend used when none is named: the one there is until
-// the overlays land (k3s's default is vxlan).
+// Default is the backend used when none is named (config.NodeNetwork).
 const Default = config.NodeNetwork
 
-// backends are the known implementations, by name.
+// backends are the known implementations, by k3s's --flannel-backend
+// names. Every one uses the bridge for the node-local part; none is the
+// bridge alone (pods reach only pods of the same node, and the outside).
 var backends = []Backend{
-	{Name: "bridge", New: newBridge, Cleanup: cleanupBridge},
+	{Name: "none", New: newBridge, Cleanup: cleanupBridge},
+	{Name: overlay.VXLAN, New: newOverlay(overlay.VXLAN), Cleanup: cleanupOverlay},
+	{Name: overlay.HostGW, New: newOverlay(overlay.HostGW), Cleanup: cleanupOverlay},
 }
 
 // Lookup returns the backend called name ("" is Default), or an error
@@ -126,4 +144,26 @@ func newBridge(o Options) (Network, error) { return bridge.New(bridgeConfig(o)) 
 
 func cleanupBridge(o Options) error { return bridge.Cleanup(bridgeConfig(o)) }
 
-var _ Network = (*bridge.Bridge)(nil)
+// newOverlay builds backend name (netplane/overlay) on the bridge.
+func newOverlay(name string) func(Options) (Network, error) {
+	return func(o Options) (Network, error) {
+		ctx := o.Context
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		return overlay.New(ctx, overlay.Config{Backend: name, Bridge: bridgeConfig(o), NodeName: o.NodeName,
+			NodeIP: o.NodeIP, Iface: o.Iface, Client: o.Client})
+	}
+}
+
+// cleanupOverlay removes the overlays' objects (kelp.1, kelp's routes),
+// then the bridge's: each backend's Cleanup is complete on its own, and
+// the bridge's is idempotent, so running it once per backend is harmless.
+func cleanupOverlay(o Options) error {
+	return errors.Join(overlay.Cleanup(""), cleanupBridge(o))
+}
+
+var (
+	_ Network = (*bridge.Bridge)(nil)
+	_ Network = (*overlay.Overlay)(nil)
+)

@@ -6,20 +6,26 @@ import (
 )
 
 func TestLookup(t *testing.T) {
-	for _, name := range []string{"", "bridge"} {
+	for name, want := range map[string]string{"": Default, "none": "none", "vxlan": "vxlan", "host-gw": "host-gw"} {
 		b, err := Lookup(name)
-		if err != nil || b.Name != "bridge" || b.New == nil || b.Cleanup == nil {
-			t.Fatalf("Lookup(%q) = %+v, %v; want the bridge", name, b, err)
+		if err != nil || b.Name != want || b.New == nil || b.Cleanup == nil {
+			t.Fatalf("Lookup(%q) = %+v, %v; want %s", name, b, err, want)
 		}
 	}
-	_, err := Lookup("vxlan")
-	if err == nil || !strings.Contains(err.Error(), `"vxlan"`) || !strings.Contains(err.Error(), "known: bridge") {
-		t.Fatalf("Lookup(vxlan) error %v; want one naming it and the known backends", err)
+	if Default != "vxlan" {
+		t.Fatalf("Default = %q; k3s's default is vxlan", Default)
+	}
+	// "bridge" was the name before the overlays; it never shipped.
+	for _, name := range []string{"bridge", "wireguard-native"} {
+		_, err := Lookup(name)
+		if err == nil || !strings.Contains(err.Error(), `"`+name+`"`) || !strings.Contains(err.Error(), "known: host-gw, none, vxlan") {
+			t.Fatalf("Lookup(%s) error %v; want one naming it and the known backends", name, err)
+		}
 	}
 }
 
 func TestNames(t *testing.T) {
-	if got := strings.Join(Names(), ","); got != "bridge" {
+	if got := strings.Join(Names(), ","); got != "host-gw,none,vxlan" {
 		t.Fatalf("Names() = %s", got)
 	}
 }
