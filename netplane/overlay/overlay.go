@@ -44,6 +44,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/kelp-project/kelp/config"
 	"github.com/kelp-project/kelp/netplane/bridge"
 )
 
@@ -58,7 +59,7 @@ const (
 const (
 	DeviceName = "kelp.1"
 	VNI        = 1
-	Port       = 8472
+	Port       = config.VXLANPort
 	// Overhead is what VXLAN adds to each packet over IPv4: outer IP (20),
 	// UDP (8), VXLAN (8) and inner Ethernet (14) headers.
 	Overhead = 50
