@@ -63,6 +63,10 @@ type Config struct {
 	// NodeNetwork names the pod network backend (k3s's --flannel-backend;
 	// netplane/nodenet lists them). Empty means nodenet.Default, "bridge".
 	NodeNetwork string
+	// KubeletServingCertFile and KubeletServingKeyFile are the kubelet
+	// endpoint's certificate (issued at join); empty makes a self-signed
+	// one.
+	KubeletServingCertFile, KubeletServingKeyFile string
 }
 
 // paths resolves the agent's state and runtime directories and the
@@ -138,6 +142,7 @@ func Run(ctx context.Context, cfg Config, creds Credentials) error {
 		Version: cfg.Version, ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain,
 		CgroupRoot: cfg.CgroupRoot, LogRoot: cfg.LogRoot, CrashLoopMaxBackoff: cfg.CrashLoopMaxBackoff,
 		KubeletPort: cfg.KubeletPort, ClientCA: clientCA,
+		ServingCertFile: cfg.KubeletServingCertFile, ServingKeyFile: cfg.KubeletServingKeyFile,
 		NewNetwork: func(podCIDR string) (kubelet.Network, error) {
 			return nodeNet.New(nodenet.Options{PodCIDR: podCIDR, ClusterCIDR: cfg.ClusterCIDR, AgentDir: agentDir, RunDir: runDir})
 		},
