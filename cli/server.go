@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"syscall"
 
@@ -12,8 +13,10 @@ import (
 	urfave "github.com/urfave/cli/v2"
 
 	"github.com/kelp-project/kelp/agent"
+	agentjoin "github.com/kelp-project/kelp/agent/join"
 	"github.com/kelp-project/kelp/config"
 	"github.com/kelp-project/kelp/server"
+	serverjoin "github.com/kelp-project/kelp/server/join"
 )
 
 // serverOptions are the parsed flags of `kelp server`.
@@ -115,6 +118,16 @@ func runServer(ctx context.Context, o *serverOptions) error {
 	}
 	if !o.disableAgent {
 		ac := localAgent(o.agent, cfg, s)
+		// The local agent's name is claimed as a joining agent's would be.
+		password, err := serverjoin.LoadOrCreatePassword(filepath.Join(ac.DataDir, "agent", agentjoin.PasswordFile))
+		if err == nil {
+			err = s.ClaimNode(ctx, password)
+		}
+		if err != nil {
+			stop()
+			_ = s.Wait()
+			return err
+		}
 		// A client of the server: at shutdown it stops while the API
 		// still answers.
 		s.Go("agent", func(ctx context.Context) error {

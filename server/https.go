@@ -25,6 +25,7 @@ import (
 // apiServing is the API server behind its HTTPS listener.
 type apiServing struct {
 	api      *apiserver.Server
+	join     *join.Handler
 	port     int // the bound one: --https-listen-port 0 picks a free port
 	srv      *http.Server
 	inflight atomic.Int64 // requests being served, watches included
@@ -88,7 +89,7 @@ func startAPI(ctx context.Context, cfg Config, e *etcd.Etcd, ca *pki.CA, tokens 
 	if err != nil {
 		return nil, err
 	}
-	joinHandler, err := newJoinHandler(cfg, ca, tokens, "https://"+net.JoinHostPort(loopbackFor(cfg.BindAddress), strconv.Itoa(a.port)))
+	a.join, err = newJoinHandler(cfg, ca, tokens, "https://"+net.JoinHostPort(loopbackFor(cfg.BindAddress), strconv.Itoa(a.port)))
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +100,7 @@ func startAPI(ctx context.Context, cfg Config, e *etcd.Etcd, ca *pki.CA, tokens 
 			a.inflight.Add(1)
 			defer a.inflight.Add(-1)
 			if join.Handles(r.URL.Path) {
-				joinHandler.ServeHTTP(w, r)
+				a.join.ServeHTTP(w, r)
 				return
 			}
 			a.api.ServeHTTP(w, r)

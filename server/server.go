@@ -137,6 +137,16 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	return s, nil
 }
 
+// ClaimNode ties the server's node name to password, the local agent's
+// node password, as a joining agent's request would: from then on no other
+// machine can join under this name.
+func (s *Server) ClaimNode(ctx context.Context, password string) error {
+	if err := s.api.join.ClaimNodeName(ctx, s.NodeName, password); err != nil {
+		return fmt.Errorf("local node %s: %w", s.NodeName, err)
+	}
+	return nil
+}
+
 // Go runs f, an API client such as the local node agent, for the server's
 // lifetime. Its ctx ends at shutdown together with the control loops', while
 // the API still answers, and Wait lets the API stop only once f has

@@ -278,6 +278,13 @@ func publicKey(csrPEM string) (any, error) {
 	return csr.PublicKey, nil
 }
 
+// ClaimNodeName ties node to password as a certificate request does: the
+// server claims its local agent's name with it, so that no agent joins
+// under that name.
+func (h *Handler) ClaimNodeName(ctx context.Context, node, password string) error {
+	return h.checkPassword(ctx, node, password)
+}
+
 // checkPassword ties node to the first machine that asks for it: its
 // password's hash is stored on first use, and a later request for the same
 // name must bring the same password.
