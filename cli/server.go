@@ -58,7 +58,7 @@ func serverCommand(run func(context.Context, *serverOptions) error) *urfave.Comm
 			&urfave.BoolFlag{Name: "disable-scheduler", Usage: "do not run the scheduler", EnvVars: env("DISABLE_SCHEDULER"), Destination: &s.DisableScheduler},
 			&urfave.BoolFlag{Name: "disable-controller-manager", Usage: "do not run the controllers", EnvVars: env("DISABLE_CONTROLLER_MANAGER"), Destination: &s.DisableControllers},
 			nodeNameFlag(&s.NodeName),
-			tokenFlag(&s.Token, "secret that joins servers and agents (default: the one in <data-dir>/server/token, or a new one)"),
+			tokenFlag(&s.Token, "the server secret: joins agents and is the kelp-admin bearer token (default: the one in <data-dir>/server/token, or a new one)"),
 			tokenFileFlag(&o.tokenFile),
 			&urfave.StringFlag{Name: "agent-token", Usage: "secret that joins only agents (default: the one in <data-dir>/server/node-token, or a new one)", EnvVars: env("AGENT_TOKEN"), Destination: &s.AgentToken},
 			&urfave.StringFlag{Name: "agent-token-file", Usage: "file holding the agent token (instead of --agent-token)", EnvVars: env("AGENT_TOKEN_FILE"), Destination: &o.agentTokenFile},
