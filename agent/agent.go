@@ -66,6 +66,10 @@ type Config struct {
 	// FlannelIface is the interface the overlay uses (--flannel-iface; ""
 	// = the one holding NodeIP).
 	FlannelIface string
+	// KubeletServingCertFile and KubeletServingKeyFile are the kubelet
+	// endpoint's certificate (issued at join); empty makes a self-signed
+	// one.
+	KubeletServingCertFile, KubeletServingKeyFile string
 }
 
 // paths resolves the agent's state and runtime directories and the
@@ -141,6 +145,7 @@ func Run(ctx context.Context, cfg Config, creds Credentials) error {
 		Version: cfg.Version, ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain,
 		CgroupRoot: cfg.CgroupRoot, LogRoot: cfg.LogRoot, CrashLoopMaxBackoff: cfg.CrashLoopMaxBackoff,
 		KubeletPort: cfg.KubeletPort, ClientCA: clientCA,
+		ServingCertFile: cfg.KubeletServingCertFile, ServingKeyFile: cfg.KubeletServingKeyFile,
 		NewNetwork: func(podCIDR string) (kubelet.Network, error) {
 			return nodeNet.New(nodenet.Options{PodCIDR: podCIDR, ClusterCIDR: cfg.ClusterCIDR, AgentDir: agentDir, RunDir: runDir,
 				Context: ctx, Client: client, NodeName: cfg.NodeName, NodeIP: cfg.NodeIP, Iface: cfg.FlannelIface})

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/signal"
 	"syscall"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/component-base/version"
 
 	"github.com/kelp-project/kelp/agent"
+	agentjoin "github.com/kelp-project/kelp/agent/join"
 	"github.com/kelp-project/kelp/config"
 )
 
@@ -24,12 +26,15 @@ func newAgentConfig() agent.Config {
 type agentOptions struct {
 	debug      bool
 	kubeconfig string
-	agent      agent.Config
+	// server, token and tokenFile join a cluster (agent/join), unless a
+	// kubeconfig is given instead.
+	server, token, tokenFile string
+	agent                    agent.Config
 }
 
-// Agent is `kelp agent`: the node agent alone. Joining with a token comes
-// with multi-node support; for now it takes a kubeconfig with a node's
-// rights.
+// Agent is `kelp agent`: the node agent alone. It joins the cluster at
+// --server with --token (agent/join), or uses a kubeconfig with a node's
+// rights given by hand.
 func Agent() *urfave.Command { return agentCommand(runAgent) }
 
 func agentCommand(run func(context.Context, *agentOptions) error) *urfave.Command {
@@ -39,7 +44,12 @@ func agentCommand(run func(context.Context, *agentOptions) error) *urfave.Comman
 		Usage: "run the node agent (kubelet on containerd, pod network)",
 		Flags: append([]urfave.Flag{
 			debugFlag(&o.debug),
-			&urfave.StringFlag{Name: "kubeconfig", Usage: "kubeconfig to reach the API server", Required: true, EnvVars: env("KUBECONFIG"), Destination: &o.kubeconfig},
+			// k3s's --server reads K3S_URL: the one flag whose variable
+			// is not named after it.
+			&urfave.StringFlag{Name: "server", Aliases: []string{"s"}, Usage: "the server to join, https://<server>:6443", EnvVars: []string{"KELP_URL"}, Destination: &o.server},
+			tokenFlag(&o.token, "token to join with: the server's node-token, token, or a bootstrap token from kelp token create"),
+			tokenFileFlag(&o.tokenFile),
+			&urfave.StringFlag{Name: "kubeconfig", Usage: "kubeconfig with a node's rights, instead of joining with --server and --token", EnvVars: env("KUBECONFIG"), Destination: &o.kubeconfig},
 			dataDirFlag(&o.agent.DataDir),
 			nodeNameFlag(&o.agent.NodeName),
 			nodeIPFlag(&o.agent.NodeIP, "the host's first IPv4 address"),
@@ -55,11 +65,11 @@ func runAgent(ctx context.Context, o *agentOptions) error {
 	if o.debug {
 		logrus.SetLevel(logrus.DebugLevel)
 	}
-	rc, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
-	if err != nil {
-		return fmt.Errorf("--kubeconfig: %w", err)
+	if err := o.validate(); err != nil {
+		return err
 	}
 	ac := o.agent
+	var err error
 	if ac.NodeName, err = config.NodeName(ac.NodeName); err != nil {
 		return err
 	}
@@ -68,7 +78,53 @@ func runAgent(ctx context.Context, o *agentOptions) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	return agent.Run(ctx, ac, agent.Credentials{Node: rc})
+	if o.kubeconfig != "" {
+		rc, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+		if err != nil {
+			return fmt.Errorf("--kubeconfig: %w", err)
+		}
+		return agent.Run(ctx, ac, agent.Credentials{Node: rc})
+	}
+	res, err := agentjoin.Join(ctx, agentjoin.Config{Server: o.server, Token: o.token, DataDir: ac.DataDir, NodeName: ac.NodeName, NodeIP: ac.NodeIP})
+	if err != nil {
+		return fmt.Errorf("joining %s: %w", o.server, err)
+	}
+	logrus.Infof("joined %s as node %s", o.server, ac.NodeName)
+	joined(&ac, res)
+	return agent.Run(ctx, ac, agent.Credentials{Node: res.Node, Proxy: res.Proxy})
+}
+
+// validate checks that the agent has one way to reach the API, and reads
+// --token-file.
+func (o *agentOptions) validate() error {
+	var err error
+	if o.token, err = secretFrom(o.token, o.tokenFile, "token"); err != nil {
+		return err
+	}
+	switch {
+	case o.kubeconfig != "" && (o.server != "" || o.token != ""):
+		return errors.New("--kubeconfig and --server/--token both given: choose one way to reach the server")
+	case o.kubeconfig != "":
+		return nil
+	case o.server == "" && o.token == "":
+		return errors.New("no server to join: give --server and --token (KELP_URL, KELP_TOKEN), or --kubeconfig")
+	case o.server == "":
+		return errors.New("--token given without --server (KELP_URL)")
+	case o.token == "":
+		return errors.New("--server given without --token (KELP_TOKEN) or --token-file")
+	}
+	return nil
+}
+
+// joined takes the cluster's settings from the server, so that agents
+// repeat none of its flags, and the kubelet's serving certificate.
+func joined(ac *agent.Config, res *agentjoin.Result) {
+	s := res.Settings
+	ac.ClusterCIDR, ac.ClusterDNS, ac.ClusterDomain = s.ClusterCIDR, s.ClusterDNS, s.ClusterDomain
+	if s.FlannelBackend != "" {
+		ac.NodeNetwork = s.FlannelBackend
+	}
+	ac.KubeletServingCertFile, ac.KubeletServingKeyFile = res.ServingCertFile, res.ServingKeyFile
 }
 
 // KillAll is `kelp killall`: it stops what keeps running after kelp stops

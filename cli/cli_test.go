@@ -43,6 +43,7 @@ var wantServer = server.Config{
 	ServiceNodePorts:                    "30000-32767",
 	ClusterDNS:                          "10.43.0.10",
 	ClusterDomain:                       "cluster.local",
+	NodeNetwork:                         "vxlan",
 	CompactionInterval:                  5 * time.Minute,
 	DefaultNotReadyTolerationSeconds:    300,
 	DefaultUnreachableTolerationSeconds: 300,
@@ -148,8 +149,51 @@ func TestAgentDefaults(t *testing.T) {
 	if o.kubeconfig != "/k" {
 		t.Errorf("kubeconfig %q", o.kubeconfig)
 	}
-	if _, err := run(t, agentCommand(func(context.Context, *agentOptions) error { return nil })); err == nil {
-		t.Error("kelp agent without --kubeconfig: no error")
+	// The agent needs one way to reach the server: a kubeconfig, or a
+	// server and a token to join with.
+	for _, c := range []struct {
+		o    agentOptions
+		want string
+	}{
+		{agentOptions{}, "no server to join"},
+		{agentOptions{server: "https://s:6443"}, "without --token"},
+		{agentOptions{token: "t"}, "without --server"},
+		{agentOptions{kubeconfig: "/k", server: "https://s:6443", token: "t"}, "choose one"},
+		{agentOptions{token: "t", tokenFile: "/f"}, "both given"},
+	} {
+		if err := c.o.validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: error %v, want %q", c.o, err, c.want)
+		}
+	}
+	for _, o := range []agentOptions{{kubeconfig: "/k"}, {server: "https://s:6443", token: "t"}} {
+		if err := o.validate(); err != nil {
+			t.Errorf("%+v: %v", o, err)
+		}
+	}
+}
+
+func TestTokenFlags(t *testing.T) {
+	clearEnv(t)
+	f := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(f, []byte("from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := parseServer(t, "--token", "s3cret", "--agent-token-file", f)
+	if cfg.Token != "s3cret" || cfg.AgentToken != "from-file" {
+		t.Errorf("server tokens %q %q", cfg.Token, cfg.AgentToken)
+	}
+	var got *serverOptions
+	if _, err := run(t, serverCommand(func(_ context.Context, o *serverOptions) error { got = o; return nil }), "--token", "a", "--token-file", f); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := got.serverConfig(); err == nil || !strings.Contains(err.Error(), "both given") {
+		t.Errorf("--token and --token-file: %v", err)
+	}
+	t.Setenv("KELP_URL", "https://s:6443")
+	t.Setenv("KELP_TOKEN_FILE", f)
+	a := parseAgent(t)
+	if err := a.validate(); err != nil || a.server != "https://s:6443" || a.token != "from-file" {
+		t.Errorf("agent from KELP_URL, KELP_TOKEN_FILE: %q %q %v", a.server, a.token, err)
 	}
 }
 
@@ -196,14 +240,25 @@ func TestBadKubeconfigMode(t *testing.T) {
 
 // allFlags are the flags of every command and kelp's own.
 func allFlags() map[string][]urfave.Flag {
-	return map[string][]urfave.Flag{"kelp": GlobalFlags(), "server": Server().Flags, "agent": Agent().Flags, "killall": KillAll().Flags}
+	all := map[string][]urfave.Flag{"kelp": GlobalFlags(), "server": Server().Flags, "agent": Agent().Flags, "killall": KillAll().Flags}
+	for _, sub := range Token().Subcommands {
+		all["token "+sub.Name] = sub.Flags
+	}
+	return all
 }
+
+// envExceptions are the flags whose variable k3s names otherwise: its
+// agent's --server reads K3S_URL.
+var envExceptions = map[string]string{"server": "KELP_URL"}
 
 func TestEnvVars(t *testing.T) {
 	for cmd, flags := range allFlags() {
 		for _, f := range flags {
 			name := f.Names()[0]
 			want := "KELP_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+			if e, ok := envExceptions[name]; ok {
+				want = e
+			}
 			envs := f.(interface{ GetEnvVars() []string }).GetEnvVars()
 			if len(envs) != 1 || envs[0] != want {
 				t.Errorf("%s --%s: env %v, want [%s]", cmd, name, envs, want)
@@ -240,7 +295,7 @@ func TestEnvVars(t *testing.T) {
 // kelp binary before the flags moved here).
 func TestHelp(t *testing.T) {
 	clearEnv(t)
-	for _, cmd := range []*urfave.Command{Server(), Agent(), KillAll()} {
+	for _, cmd := range []*urfave.Command{Server(), Agent(), KillAll(), Token()} {
 		out, err := run(t, cmd, "--help")
 		if err != nil {
 			t.Fatal(err)

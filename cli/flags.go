@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"fmt"
+	"os"
 	"strings"
 
 	urfave "github.com/urfave/cli/v2"
@@ -48,6 +50,35 @@ func nodeNameFlag(dst *string) urfave.Flag {
 // `kelp agent` the host's.
 func nodeIPFlag(dst *string, defaultText string) urfave.Flag {
 	return &urfave.StringFlag{Name: "node-ip", Usage: "the node's InternalIP (default: " + defaultText + ")", EnvVars: env("NODE_IP"), Destination: dst}
+}
+
+// tokenFlag and tokenFileFlag choose a join secret: on `kelp server` the
+// server's, on `kelp agent` the one to join with.
+func tokenFlag(dst *string, usage string) urfave.Flag {
+	return &urfave.StringFlag{Name: "token", Aliases: []string{"t"}, Usage: usage, EnvVars: env("TOKEN"), Destination: dst}
+}
+
+func tokenFileFlag(dst *string) urfave.Flag {
+	return &urfave.StringFlag{Name: "token-file", Usage: "file holding the token (instead of --token)", EnvVars: env("TOKEN_FILE"), Destination: dst}
+}
+
+// secretFrom is the token given by flag or read from file, exactly one of
+// them or neither.
+func secretFrom(token, file, name string) (string, error) {
+	if file == "" {
+		return token, nil
+	}
+	if token != "" {
+		return "", fmt.Errorf("--%s and --%s-file both given: choose one", name, name)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("--%s-file: %w", name, err)
+	}
+	if t := strings.TrimSpace(string(data)); t != "" {
+		return t, nil
+	}
+	return "", fmt.Errorf("--%s-file %s is empty", name, file)
 }
 
 // agentFlags are the node agent's own flags, taken by every command that

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"syscall"
 
@@ -12,14 +13,18 @@ import (
 	urfave "github.com/urfave/cli/v2"
 
 	"github.com/kelp-project/kelp/agent"
+	agentjoin "github.com/kelp-project/kelp/agent/join"
 	"github.com/kelp-project/kelp/config"
 	"github.com/kelp-project/kelp/server"
+	serverjoin "github.com/kelp-project/kelp/server/join"
 )
 
 // serverOptions are the parsed flags of `kelp server`.
 type serverOptions struct {
 	debug, disableAgent bool
 	kubeconfigMode      string        // octal, into server.KubeconfigMode
+	tokenFile           string        // --token-file, into server.Token
+	agentTokenFile      string        // --agent-token-file, into server.AgentToken
 	server              server.Config // NodeLifecycle and SchedulerBackoff included
 	// agent holds the local agent's own flags; localAgent adds the rest
 	// from the server's.
@@ -53,6 +58,10 @@ func serverCommand(run func(context.Context, *serverOptions) error) *urfave.Comm
 			&urfave.BoolFlag{Name: "disable-scheduler", Usage: "do not run the scheduler", EnvVars: env("DISABLE_SCHEDULER"), Destination: &s.DisableScheduler},
 			&urfave.BoolFlag{Name: "disable-controller-manager", Usage: "do not run the controllers", EnvVars: env("DISABLE_CONTROLLER_MANAGER"), Destination: &s.DisableControllers},
 			nodeNameFlag(&s.NodeName),
+			tokenFlag(&s.Token, "the server secret: joins agents and is the kelp-admin bearer token (default: the one in <data-dir>/server/token, or a new one)"),
+			tokenFileFlag(&o.tokenFile),
+			&urfave.StringFlag{Name: "agent-token", Usage: "secret that joins only agents (default: the one in <data-dir>/server/node-token, or a new one)", EnvVars: env("AGENT_TOKEN"), Destination: &s.AgentToken},
+			&urfave.StringFlag{Name: "agent-token-file", Usage: "file holding the agent token (instead of --agent-token)", EnvVars: env("AGENT_TOKEN_FILE"), Destination: &o.agentTokenFile},
 			&urfave.Int64Flag{Name: "default-not-ready-toleration-seconds", Value: config.DefaultNotReadyTolerationSeconds, Usage: "toleration added to every pod for the not-ready:NoExecute taint", EnvVars: env("DEFAULT_NOT_READY_TOLERATION_SECONDS"), Destination: &s.DefaultNotReadyTolerationSeconds},
 			&urfave.Int64Flag{Name: "default-unreachable-toleration-seconds", Value: config.DefaultUnreachableTolerationSeconds, Usage: "toleration added to every pod for the unreachable:NoExecute taint", EnvVars: env("DEFAULT_UNREACHABLE_TOLERATION_SECONDS"), Destination: &s.DefaultUnreachableTolerationSeconds},
 			&urfave.DurationFlag{Name: "etcd-compaction-interval", Value: config.EtcdCompactionInterval, Usage: "how often etcd history is compacted (0 disables)", EnvVars: env("ETCD_COMPACTION_INTERVAL"), Destination: &s.CompactionInterval},
@@ -80,6 +89,14 @@ func (o *serverOptions) serverConfig() (server.Config, error) {
 	}
 	cfg := o.server
 	cfg.KubeconfigMode = os.FileMode(mode)
+	if cfg.Token, err = secretFrom(cfg.Token, o.tokenFile, "token"); err != nil {
+		return server.Config{}, err
+	}
+	if cfg.AgentToken, err = secretFrom(cfg.AgentToken, o.agentTokenFile, "agent-token"); err != nil {
+		return server.Config{}, err
+	}
+	// Joining agents use the server's backend.
+	cfg.NodeNetwork = o.agent.NodeNetwork
 	return cfg, nil
 }
 
@@ -101,6 +118,16 @@ func runServer(ctx context.Context, o *serverOptions) error {
 	}
 	if !o.disableAgent {
 		ac := localAgent(o.agent, cfg, s)
+		// The local agent's name is claimed as a joining agent's would be.
+		password, err := serverjoin.LoadOrCreatePassword(filepath.Join(ac.DataDir, "agent", agentjoin.PasswordFile))
+		if err == nil {
+			err = s.ClaimNode(ctx, password)
+		}
+		if err != nil {
+			stop()
+			_ = s.Wait()
+			return err
+		}
 		// A client of the server: at shutdown it stops while the API
 		// still answers.
 		s.Go("agent", func(ctx context.Context) error {

@@ -63,6 +63,10 @@ const (
 	DefaultUnreachableTolerationSeconds = 300
 )
 
+// BootstrapTokenTTL is how long `kelp token create` makes a token valid
+// for, as kubeadm's default.
+const BootstrapTokenTTL = 24 * time.Hour
+
 // kube-controller-manager's node lifecycle defaults
 // (nodelifecycle.DefaultConfig assembles them).
 const (

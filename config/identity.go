@@ -19,6 +19,10 @@ const (
 	// exec, port-forward): the only user, besides MastersGroup, a kubelet
 	// serves.
 	APIServerKubeletClientUser = "system:kube-apiserver-kubelet-client"
+	// SupervisorUser is the join endpoints' identity towards the API (k3s's
+	// supervisor): it reads bootstrap tokens and keeps node passwords,
+	// Secrets in kube-system. It holds system:masters until RBAC exists.
+	SupervisorUser = "system:kelp-supervisor"
 	// NodesGroup holds every node's user, NodeUser(name).
 	NodesGroup = "system:nodes"
 )

@@ -12,16 +12,20 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/kelp-project/kelp/config"
 	"github.com/kelp-project/kelp/embedded/etcd"
 	"github.com/kelp-project/kelp/server/apiserver"
 	"github.com/kelp-project/kelp/server/apiserver/auth"
+	"github.com/kelp-project/kelp/server/join"
 	"github.com/kelp-project/kelp/server/pki"
 )
 
 // apiServing is the API server behind its HTTPS listener.
 type apiServing struct {
 	api      *apiserver.Server
+	join     *join.Handler
 	port     int // the bound one: --https-listen-port 0 picks a free port
 	srv      *http.Server
 	inflight atomic.Int64 // requests being served, watches included
@@ -31,7 +35,7 @@ type apiServing struct {
 
 // startAPI listens on the bind address and serves the API server there,
 // with a serving certificate for every name and address clients may use.
-func startAPI(ctx context.Context, cfg Config, e *etcd.Etcd, ca *pki.CA, token, tlsDir string) (_ *apiServing, err error) {
+func startAPI(ctx context.Context, cfg Config, e *etcd.Etcd, ca *pki.CA, tokens tokens, tlsDir string) (_ *apiServing, err error) {
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.BindAddress, strconv.Itoa(cfg.HTTPSPort)))
 	if err != nil {
 		return nil, fmt.Errorf("API server listen: %w", err)
@@ -55,8 +59,13 @@ func startAPI(ctx context.Context, cfg Config, e *etcd.Etcd, ca *pki.CA, token, 
 		return nil, err
 	}
 	a.api, err = apiserver.New(apiCtx, apiserver.Config{
-		Etcd:               e.Client,
-		Authenticators:     []auth.Authenticator{auth.TokenAuthenticator{token: {Name: config.AdminUser, Groups: []string{config.MastersGroup}}}},
+		Etcd: e.Client,
+		// The server secret, bare or as the full token file holds it,
+		// is the admin's bearer token (see loadTokens).
+		Authenticators: []auth.Authenticator{auth.TokenAuthenticator{
+			tokens.server:      {Name: config.AdminUser, Groups: []string{config.MastersGroup}},
+			tokens.serverToken: {Name: config.AdminUser, Groups: []string{config.MastersGroup}},
+		}},
 		ServiceCIDR:        cfg.ServiceCIDR,
 		NodePortRange:      cfg.ServiceNodePorts,
 		PublicAddress:      cfg.AdvertiseAddress,
@@ -80,10 +89,20 @@ func startAPI(ctx context.Context, cfg Config, e *etcd.Etcd, ca *pki.CA, token, 
 	if err != nil {
 		return nil, err
 	}
+	a.join, err = newJoinHandler(cfg, ca, tokens, "https://"+net.JoinHostPort(loopbackFor(cfg.BindAddress), strconv.Itoa(a.port)))
+	if err != nil {
+		return nil, err
+	}
 	a.srv = &http.Server{
+		// The join endpoints sit in front of the API server, on its port,
+		// as k3s serves them; they are no API resources.
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			a.inflight.Add(1)
 			defer a.inflight.Add(-1)
+			if join.Handles(r.URL.Path) {
+				a.join.ServeHTTP(w, r)
+				return
+			}
 			a.api.ServeHTTP(w, r)
 		}),
 		TLSConfig: &tls.Config{
@@ -98,6 +117,25 @@ func startAPI(ctx context.Context, cfg Config, e *etcd.Etcd, ca *pki.CA, token, 
 	}
 	go func() { a.serveErr <- a.srv.ServeTLS(ln, "", "") }()
 	return a, nil
+}
+
+// newJoinHandler serves the join endpoints as the supervisor, an API client
+// of its own: the endpoints read bootstrap tokens and keep node passwords
+// through the API.
+func newJoinHandler(cfg Config, ca *pki.CA, tokens tokens, url string) (*join.Handler, error) {
+	rc, err := ca.RESTConfig(url, config.SupervisorUser, []string{config.MastersGroup})
+	if err != nil {
+		return nil, err
+	}
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	return join.New(join.Config{
+		CA: ca, Client: client, ServerSecret: tokens.server, AgentSecret: tokens.agent,
+		Settings: join.Settings{ClusterCIDR: cfg.ClusterCIDR, ServiceCIDR: cfg.ServiceCIDR, ClusterDNS: cfg.ClusterDNS,
+			ClusterDomain: cfg.ClusterDomain, FlannelBackend: cfg.NodeNetwork},
+	}), nil
 }
 
 // drain stops the API server once its clients have stopped.

@@ -8,8 +8,6 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -17,7 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -48,6 +45,13 @@ type Config struct {
 	DisableScheduler   bool   // as k3s: another scheduler (or none) is used
 	DisableControllers bool   // as k3s --disable-controller-manager
 	NodeName           string // default: the hostname
+	// Token and AgentToken are the join secrets (--token, --agent-token;
+	// a full K10 token or a bare secret). Empty keeps the ones in the
+	// token files, or makes new ones (see loadTokens).
+	Token, AgentToken string
+	// NodeNetwork is the node-network backend joining agents are told to
+	// use (--flannel-backend).
+	NodeNetwork        string
 	CompactionInterval time.Duration
 	// DefaultNotReadyTolerationSeconds and DefaultUnreachableTolerationSeconds
 	// are the tolerations added to every pod (upstream: 300 s).
@@ -104,15 +108,15 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}()
 	serverDir := filepath.Join(cfg.DataDir, "server")
 	tlsDir := filepath.Join(serverDir, "tls")
-	var token string
-	if s.CA, token, err = loadCredentials(serverDir, tlsDir); err != nil {
+	var tokens tokens
+	if s.CA, tokens, err = loadCredentials(cfg, serverDir, tlsDir); err != nil {
 		return nil, err
 	}
 	if s.etcd, err = etcd.Start(ctx, filepath.Join(serverDir, "db")); err != nil {
 		return nil, err
 	}
 	logrus.Debugf("etcd ready after %s", time.Since(start))
-	if s.api, err = startAPI(ctx, cfg, s.etcd, s.CA, token, tlsDir); err != nil {
+	if s.api, err = startAPI(ctx, cfg, s.etcd, s.CA, tokens, tlsDir); err != nil {
 		return nil, err
 	}
 	s.URL = "https://" + net.JoinHostPort(loopbackFor(cfg.BindAddress), strconv.Itoa(s.api.port))
@@ -131,6 +135,16 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	logrus.Infof("kelp server ready in %s: API at %s, kubeconfig %s", time.Since(start).Round(time.Millisecond), s.URL, cfg.WriteKubeconfig)
 	return s, nil
+}
+
+// ClaimNode ties the server's node name to password, the local agent's
+// node password, as a joining agent's request would: from then on no other
+// machine can join under this name.
+func (s *Server) ClaimNode(ctx context.Context, password string) error {
+	if err := s.api.join.ClaimNodeName(ctx, s.NodeName, password); err != nil {
+		return fmt.Errorf("local node %s: %w", s.NodeName, err)
+	}
+	return nil
 }
 
 // Go runs f, an API client such as the local node agent, for the server's
@@ -211,33 +225,18 @@ func withDefaults(cfg Config) (Config, error) {
 	return cfg, nil
 }
 
-// loadCredentials loads the cluster CA from tlsDir and the admin token
+// loadCredentials loads the cluster CA from tlsDir and the join tokens
 // from serverDir, creating them on first start.
-func loadCredentials(serverDir, tlsDir string) (*pki.CA, string, error) {
+func loadCredentials(cfg Config, serverDir, tlsDir string) (*pki.CA, tokens, error) {
 	ca, err := pki.LoadOrCreateCA(tlsDir)
 	if err != nil {
-		return nil, "", fmt.Errorf("cluster CA: %w", err)
+		return nil, tokens{}, fmt.Errorf("cluster CA: %w", err)
 	}
-	token, err := loadOrCreateToken(filepath.Join(serverDir, "token"))
+	t, err := loadTokens(serverDir, ca.CertPEM, cfg.Token, cfg.AgentToken)
 	if err != nil {
-		return nil, "", err
+		return nil, tokens{}, fmt.Errorf("tokens: %w", err)
 	}
-	return ca, token, nil
-}
-
-func loadOrCreateToken(path string) (string, error) {
-	if data, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(data))) > 0 {
-		return strings.TrimSpace(string(data)), nil
-	}
-	b := make([]byte, 24)
-	if _, err := rand.Read(b); err != nil {
-		return "", err
-	}
-	token := hex.EncodeToString(b)
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return "", err
-	}
-	return token, os.WriteFile(path, []byte(token+"\n"), 0o600)
+	return ca, t, nil
 }
 
 // bootstrap creates the cluster's initial objects, then writes the admin

@@ -92,6 +92,9 @@ type Config struct {
 	// ClientCA is the PEM bundle the kubelet's HTTPS endpoint verifies the
 	// API server's client certificate with (the cluster CA).
 	ClientCA []byte
+	// ServingCertFile and ServingKeyFile are the HTTPS endpoint's
+	// certificate; empty makes a self-signed one.
+	ServingCertFile, ServingKeyFile string
 	// NewNetwork builds the pod network once the node has its podCIDR.
 	NewNetwork func(podCIDR string) (Network, error)
 }
@@ -152,7 +155,8 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	}
 	k.network = network
 	reporter.NetworkReady()
-	endpoint := server.New(server.Config{NodeName: k.cfg.NodeName, NodeIP: k.cfg.NodeIP, ClientCA: k.cfg.ClientCA},
+	endpoint := server.New(server.Config{NodeName: k.cfg.NodeName, NodeIP: k.cfg.NodeIP, ClientCA: k.cfg.ClientCA,
+		ServingCertFile: k.cfg.ServingCertFile, ServingKeyFile: k.cfg.ServingKeyFile},
 		endpointPods{k}, k.runtime, k.network)
 	go func() {
 		if err := endpoint.Serve(ctx, ln); err != nil {

@@ -147,25 +147,52 @@ func (ca *CA) ClientCert(user string, groups []string) (certPEM, keyPEM []byte, 
 	})
 }
 
+// SignClient signs a client certificate for a key held elsewhere (a
+// joining node's, from its CSR): the key never leaves the node.
+func (ca *CA) SignClient(pub crypto.PublicKey, user string, groups []string) ([]byte, error) {
+	return ca.sign(pub, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: user, Organization: groups},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+}
+
+// SignServing signs a serving certificate for a key held elsewhere.
+func (ca *CA) SignServing(pub crypto.PublicKey, name string, dnsNames []string, ips []net.IP) ([]byte, error) {
+	return ca.sign(pub, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: name},
+		DNSNames:    dnsNames,
+		IPAddresses: ips,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
+}
+
 func (ca *CA) issue(tmpl *x509.Certificate) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
 	}
-	now := time.Now()
-	tmpl.SerialNumber = serial()
-	tmpl.NotBefore = now.Add(-time.Hour)
-	tmpl.NotAfter = now.Add(certValidity)
-	tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
-	if err != nil {
+	if certPEM, err = ca.sign(key.Public(), tmpl); err != nil {
 		return nil, nil, err
 	}
 	keyPEM, err = encodeKey(key)
 	if err != nil {
 		return nil, nil, err
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM, nil
+	return certPEM, keyPEM, nil
+}
+
+// sign completes tmpl (serial, validity, key usage) and signs it for pub.
+func (ca *CA) sign(pub crypto.PublicKey, tmpl *x509.Certificate) ([]byte, error) {
+	now := time.Now()
+	tmpl.SerialNumber = serial()
+	tmpl.NotBefore = now.Add(-time.Hour)
+	tmpl.NotAfter = now.Add(certValidity)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, pub, ca.Key)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), nil
 }
 
 func serial() *big.Int {

@@ -77,6 +77,10 @@ type Config struct {
 	// ClientCA is the PEM bundle client certificates are verified with
 	// (the cluster CA).
 	ClientCA []byte
+	// ServingCertFile and ServingKeyFile, if set, are the serving
+	// certificate (one the cluster CA signed at join); otherwise the
+	// endpoint makes a self-signed one.
+	ServingCertFile, ServingKeyFile string
 }
 
 // Server is the kubelet's HTTPS endpoint.
@@ -94,10 +98,16 @@ func New(cfg Config, pods Pods, rt Runtime, network Network) *Server {
 
 // Serve answers on ln until ctx ends. Clients must present a certificate
 // of the cluster CA with the API server's identity or system:masters. The
-// serving certificate is self-signed, as upstream's kubelet makes by
-// default.
+// serving certificate is the configured one, or self-signed, as upstream's
+// kubelet makes by default.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	cert, err := selfSignedCert(s.cfg.NodeName, s.cfg.NodeIP)
+	var cert tls.Certificate
+	var err error
+	if s.cfg.ServingCertFile != "" {
+		cert, err = tls.LoadX509KeyPair(s.cfg.ServingCertFile, s.cfg.ServingKeyFile)
+	} else {
+		cert, err = selfSignedCert(s.cfg.NodeName, s.cfg.NodeIP)
+	}
 	if err != nil {
 		return err
 	}
