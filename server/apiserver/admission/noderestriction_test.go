@@ -135,7 +135,11 @@ func TestNodeRestriction(t *testing.T) {
 		{name: "claim status", op: "UPDATE", gvr: pvcGVR, sub: "status", namespace: "default", objName: "data", obj: pvc("1Gi", nil), old: pvc("", nil),
 			wantMsg: `persistentvolumeclaims "data" is forbidden: node "n1" is not allowed to update fields other than status.capacity and status.conditions`},
 		{name: "claim conditions", op: "UPDATE", gvr: pvcGVR, sub: "status", namespace: "default", objName: "data",
-			obj: func() runtime.Object { c := pvc("", nil); c.Status.Conditions = pvc("x", nil).Status.Conditions; return c }(), old: pvc("", nil)},
+			obj: func() runtime.Object {
+				c := pvc("", nil)
+				c.Status.Conditions = pvc("x", nil).Status.Conditions
+				return c
+			}(), old: pvc("", nil)},
 		{name: "claim spec", op: "UPDATE", gvr: pvcGVR, namespace: "default", objName: "data", obj: pvc("", map[string]string{"a": "b"}), old: pvc("", nil),
 			wantMsg: `persistentvolumeclaims "data" is forbidden: may only update PVC status`},
 
