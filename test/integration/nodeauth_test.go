@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kelp-project/kelp/agent/kubelet/nodestatus"
 	"github.com/kelp-project/kelp/server/pki"
 )
 
@@ -213,4 +214,70 @@ func TestNodeForbiddenStatus(t *testing.T) {
 		st.Details.Kind != "secrets" || st.Details.Name != "anything" {
 		t.Errorf("status %+v", st)
 	}
+}
+
+// versionOnly is the container runtime as the node status sees it.
+type versionOnly struct{}
+
+func (versionOnly) Version(context.Context) (string, error) { return "2.1.0", nil }
+
+// The kubelet's own node status code registers, reports and renews under
+// the node's credentials; the server gives its own node the control-plane
+// role the kubelet may not give itself.
+func TestKubeletNodeStatusUnderNodeCredentials(t *testing.T) {
+	s := startServer(t, "--node-name", "n1")
+	admin := s.client()
+	n1, _ := s.nodeClient("n1")
+	ctx := ctxT(t)
+	r := nodestatus.New(nodestatus.Config{NodeName: "n1", NodeIP: "192.0.2.10", KubeletPort: 10250, Version: "v1.37.2",
+		Labels: map[string]string{"node.kubernetes.io/pool": "edge"}}, n1, versionOnly{}, nodestatus.Host{DataDir: t.TempDir()})
+	regCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	node, err := r.Register(regCtx)
+	if err != nil {
+		t.Fatalf("register: %v\n%s", err, s.logs.String())
+	}
+	if node.Spec.PodCIDR == "" || node.Labels["node.kubernetes.io/pool"] != "edge" {
+		t.Errorf("registered %+v", node.ObjectMeta)
+	}
+	r.NetworkReady()
+	r.SyncStatus(ctx)
+	r.RenewLease(ctx) // creates it
+	r.RenewLease(ctx) // renews it
+	got, err := admin.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := false
+	for _, c := range got.Status.Conditions {
+		ready = ready || (c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue)
+	}
+	if !ready {
+		t.Errorf("node status not posted: %+v", got.Status.Conditions)
+	}
+	if l, err := admin.CoordinationV1().Leases("kube-node-lease").Get(ctx, "n1", metav1.GetOptions{}); err != nil ||
+		l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != "n1" || len(l.OwnerReferences) != 1 {
+		t.Errorf("lease %+v %v", l, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := admin.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+		if err == nil && n.Labels["node-role.kubernetes.io/control-plane"] == "true" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server did not label its node: %v", n.Labels)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Re-registration after the role label leaves it, and is admitted.
+	if _, err := r.Register(regCtx); err != nil {
+		t.Errorf("re-register: %v", err)
+	}
+	// The kubelet's pod watch.
+	w, err := n1.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{FieldSelector: fieldsel.OneTermEqualSelector("spec.nodeName", "n1").String()})
+	if err != nil {
+		t.Fatalf("watch its pods: %v", err)
+	}
+	w.Stop()
 }
