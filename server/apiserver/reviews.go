@@ -29,8 +29,9 @@ func (s *Server) review(w http.ResponseWriter, r *http.Request, sv *served) {
 			info = requestInfo{IsResource: true, Verb: ra.Verb, Group: ra.Group, Version: ra.Version,
 				Namespace: ra.Namespace, Resource: ra.Resource, Subresource: ra.Subresource, Name: ra.Name}
 			// A review may ask about a list scoped by a field selector (a
-			// node's own pods); requirements in structured form go
-			// unanswered as unscoped, which grants nothing extra.
+			// node's own pods). Only rawSelector is read: a review that
+			// gives structured requirements is answered as unscoped,
+			// which can only refuse more, never allow more.
 			if fs := ra.FieldSelector; fs != nil && fs.RawSelector != "" {
 				if sel, err := fields.ParseSelector(fs.RawSelector); err == nil {
 					info.FieldSelector = sel.Requirements()
