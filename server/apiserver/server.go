@@ -41,7 +41,9 @@ import (
 type Config struct {
 	Etcd           *clientv3.Client
 	Authenticators []auth.Authenticator
-	Authorizer     auth.Authorizer
+	// Authorizer replaces the default chain: the Node authorizer (over
+	// this server's watch caches), then auth.AdminAuthorizer.
+	Authorizer auth.Authorizer
 	// ServiceCIDR and NodePortRange feed the Service allocators.
 	ServiceCIDR   string
 	NodePortRange string
