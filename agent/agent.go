@@ -35,9 +35,14 @@ import (
 // Config holds the agent's settings (flags of `kelp agent`, or derived
 // from `kelp server`'s).
 type Config struct {
-	DataDir      string // <data-dir>; the agent uses <data-dir>/agent
-	NodeName     string
-	NodeIP       string
+	DataDir  string // <data-dir>; the agent uses <data-dir>/agent
+	NodeName string
+	NodeIP   string
+	// ControlPlane marks the agent `kelp server` runs on its own machine.
+	// The agent itself does nothing with it: NodeRestriction forbids a
+	// kubelet to give its node a role, so the server labels its own node
+	// node-role.kubernetes.io/control-plane (server/nodelabel.go), as k3s
+	// does.
 	ControlPlane bool
 	Version      string
 	// ContainerRuntimeEndpoint uses an existing containerd instead of a
@@ -141,7 +146,7 @@ func Run(ctx context.Context, cfg Config, creds Credentials) error {
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: cfg.NodeName})
 
 	k := kubelet.New(kubelet.Config{
-		NodeName: cfg.NodeName, NodeIP: cfg.NodeIP, DataDir: agentDir, ControlPlane: cfg.ControlPlane,
+		NodeName: cfg.NodeName, NodeIP: cfg.NodeIP, DataDir: agentDir,
 		Version: cfg.Version, ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain,
 		CgroupRoot: cfg.CgroupRoot, LogRoot: cfg.LogRoot, CrashLoopMaxBackoff: cfg.CrashLoopMaxBackoff,
 		KubeletPort: cfg.KubeletPort, ClientCA: clientCA,

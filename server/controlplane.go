@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/kelp-project/kelp/config"
@@ -39,6 +40,11 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 	if err != nil {
 		return nil, err
 	}
+	kcmClient, err := kubernetes.NewForConfig(kcm)
+	if err != nil {
+		return nil, err
+	}
+	labelControlPlaneNode(ctx, kcmClient, cfg.NodeName)
 	var wg sync.WaitGroup
 	run := func(name string, rc *rest.Config, start func(context.Context, *controllers.Toolkit) error) {
 		if (name == "kube-scheduler" && cfg.DisableScheduler) || (name == "kube-controller-manager" && cfg.DisableControllers) {

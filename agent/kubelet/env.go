@@ -30,7 +30,7 @@ func (k *Kubelet) containerEnv(ctx context.Context, pod *corev1.Pod, c *corev1.C
 		set(kv[0], kv[1])
 	}
 	for _, from := range c.EnvFrom {
-		data, err := k.envSource(pod.Namespace, from)
+		data, err := k.envSource(ctx, pod, from)
 		if err != nil {
 			return nil, err
 		}
@@ -48,7 +48,7 @@ func (k *Kubelet) containerEnv(ctx context.Context, pod *corev1.Pod, c *corev1.C
 			set(e.Name, expand(e.Value, vars))
 			continue
 		}
-		v, ok, err := k.envValueFrom(pod, c, e.ValueFrom, podIP)
+		v, ok, err := k.envValueFrom(ctx, pod, c, e.ValueFrom, podIP)
 		if err != nil {
 			return nil, fmt.Errorf("env %s: %w", e.Name, err)
 		}
@@ -63,24 +63,24 @@ func (k *Kubelet) containerEnv(ctx context.Context, pod *corev1.Pod, c *corev1.C
 	return out, nil
 }
 
-func (k *Kubelet) envSource(ns string, from corev1.EnvFromSource) (map[string]string, error) {
+func (k *Kubelet) envSource(ctx context.Context, pod *corev1.Pod, from corev1.EnvFromSource) (map[string]string, error) {
 	switch {
 	case from.ConfigMapRef != nil:
-		cm, err := k.configs.ConfigMaps(ns).Get(from.ConfigMapRef.Name)
+		cm, err := k.configMap(ctx, pod, from.ConfigMapRef.Name)
 		if err != nil {
 			if apierrors.IsNotFound(err) && from.ConfigMapRef.Optional != nil && *from.ConfigMapRef.Optional {
 				return nil, nil
 			}
-			return nil, fmt.Errorf("configmap %q not found", from.ConfigMapRef.Name)
+			return nil, readError("configmap", from.ConfigMapRef.Name, err)
 		}
 		return cm.Data, nil
 	case from.SecretRef != nil:
-		s, err := k.secrets.Secrets(ns).Get(from.SecretRef.Name)
+		s, err := k.secret(ctx, pod, from.SecretRef.Name)
 		if err != nil {
 			if apierrors.IsNotFound(err) && from.SecretRef.Optional != nil && *from.SecretRef.Optional {
 				return nil, nil
 			}
-			return nil, fmt.Errorf("secret %q not found", from.SecretRef.Name)
+			return nil, readError("secret", from.SecretRef.Name, err)
 		}
 		out := map[string]string{}
 		for key, v := range s.Data {
@@ -91,7 +91,16 @@ func (k *Kubelet) envSource(ns string, from corev1.EnvFromSource) (map[string]st
 	return nil, nil
 }
 
-func (k *Kubelet) envValueFrom(pod *corev1.Pod, c *corev1.Container, src *corev1.EnvVarSource, podIP string) (string, bool, error) {
+// readError says why a Secret or ConfigMap could not be read: "not found",
+// as upstream's kubelet says, or the API's answer.
+func readError(kind, name string, err error) error {
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("%s %q not found", kind, name)
+	}
+	return fmt.Errorf("%s %q: %v", kind, name, err)
+}
+
+func (k *Kubelet) envValueFrom(ctx context.Context, pod *corev1.Pod, c *corev1.Container, src *corev1.EnvVarSource, podIP string) (string, bool, error) {
 	switch {
 	case src.FieldRef != nil:
 		v, err := k.fieldValue(pod, src.FieldRef.FieldPath, podIP)
@@ -102,12 +111,12 @@ func (k *Kubelet) envValueFrom(pod *corev1.Pod, c *corev1.Container, src *corev1
 	case src.ConfigMapKeyRef != nil:
 		ref := src.ConfigMapKeyRef
 		optional := ref.Optional != nil && *ref.Optional
-		cm, err := k.configs.ConfigMaps(pod.Namespace).Get(ref.Name)
+		cm, err := k.configMap(ctx, pod, ref.Name)
 		if err != nil {
-			if optional {
+			if optional && apierrors.IsNotFound(err) {
 				return "", false, nil
 			}
-			return "", false, fmt.Errorf("configmap %q not found", ref.Name)
+			return "", false, readError("configmap", ref.Name, err)
 		}
 		v, ok := cm.Data[ref.Key]
 		if !ok && !optional {
@@ -117,12 +126,12 @@ func (k *Kubelet) envValueFrom(pod *corev1.Pod, c *corev1.Container, src *corev1
 	case src.SecretKeyRef != nil:
 		ref := src.SecretKeyRef
 		optional := ref.Optional != nil && *ref.Optional
-		s, err := k.secrets.Secrets(pod.Namespace).Get(ref.Name)
+		s, err := k.secret(ctx, pod, ref.Name)
 		if err != nil {
-			if optional {
+			if optional && apierrors.IsNotFound(err) {
 				return "", false, nil
 			}
-			return "", false, fmt.Errorf("secret %q not found", ref.Name)
+			return "", false, readError("secret", ref.Name, err)
 		}
 		v, ok := s.Data[ref.Key]
 		if !ok && !optional {

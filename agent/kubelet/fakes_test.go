@@ -227,8 +227,6 @@ func newTestKubelet(t *testing.T, objs ...*corev1.Pod) *testKubelet {
 	k.network = nw
 	factory := informers.NewSharedInformerFactory(client, 0)
 	k.podLister = factory.Core().V1().Pods().Lister()
-	k.secrets = factory.Core().V1().Secrets().Lister()
-	k.configs = factory.Core().V1().ConfigMaps().Lister()
 	k.services = factory.Core().V1().Services().Lister()
 	tk := &testKubelet{Kubelet: k, client: client, rt: rt, net: nw, events: events, factory: factory}
 	for _, p := range objs {

@@ -75,11 +75,12 @@ type Config struct {
 	NodeName string
 	NodeIP   string
 	// DataDir is <data-dir>/agent: pods/<uid>/ holds each pod's files.
-	DataDir      string
-	ControlPlane bool // label the node node-role.kubernetes.io/control-plane
-	NodeLabels   map[string]string
-	KubeletPort  int // the HTTPS endpoint's port (upstream 10250; 0 picks one)
-	Version      string
+	DataDir string
+	// NodeLabels are more labels for the Node; NodeRestriction admits only
+	// the kubelet's own (see nodestatus.Config.Labels).
+	NodeLabels  map[string]string
+	KubeletPort int // the HTTPS endpoint's port (upstream 10250; 0 picks one)
+	Version     string
 	// ClusterDNS and ClusterDomain go into pods' resolv.conf.
 	ClusterDNS    string
 	ClusterDomain string
@@ -109,9 +110,11 @@ type Kubelet struct {
 	machine  nodestatus.Machine
 
 	podLister corelisters.PodLister
-	secrets   corelisters.SecretLister
-	configs   corelisters.ConfigMapLister
 	services  corelisters.ServiceLister
+	// secrets and configs are read per object (objects.go): the node may
+	// not list them.
+	secrets *objectCache[*corev1.Secret]
+	configs *objectCache[*corev1.ConfigMap]
 
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
@@ -129,7 +132,7 @@ func New(cfg Config, client kubernetes.Interface, rt Runtime, recorder record.Ev
 		cfg.CgroupRoot = config.CgroupRoot
 	}
 	return &Kubelet{cfg: cfg, client: client, runtime: rt, recorder: recorder, machine: nodestatus.Host{DataDir: cfg.DataDir},
-		workers: map[types.UID]*podWorker{}}
+		secrets: secretCache(client), configs: configMapCache(client), workers: map[types.UID]*podWorker{}}
 }
 
 // Run registers the node, sets up the pod network, and runs pods until
@@ -143,7 +146,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 		return fmt.Errorf("kubelet endpoint: %w", err)
 	}
 	k.cfg.KubeletPort = ln.Addr().(*net.TCPAddr).Port
-	reporter := nodestatus.New(nodestatus.Config{NodeName: k.cfg.NodeName, NodeIP: k.cfg.NodeIP, ControlPlane: k.cfg.ControlPlane,
+	reporter := nodestatus.New(nodestatus.Config{NodeName: k.cfg.NodeName, NodeIP: k.cfg.NodeIP,
 		Labels: k.cfg.NodeLabels, KubeletPort: k.cfg.KubeletPort, Version: k.cfg.Version}, k.client, k.runtime, k.machine)
 	node, err := reporter.Register(ctx)
 	if err != nil {
@@ -169,11 +172,13 @@ func (k *Kubelet) Run(ctx context.Context) error {
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", k.cfg.NodeName).String()
 		}))
+	// Every API call the kubelet makes is one the Node authorizer allows
+	// its node: its pods through spec.nodeName (above), Services for the
+	// pods' service links (a node may read them all), and Secrets and
+	// ConfigMaps one by one (objects.go).
 	others := informers.NewSharedInformerFactory(k.client, 0)
 	podInf := factory.Core().V1().Pods()
 	k.podLister = podInf.Lister()
-	k.secrets = others.Core().V1().Secrets().Lister()
-	k.configs = others.Core().V1().ConfigMaps().Lister()
 	k.services = others.Core().V1().Services().Lister()
 	_, _ = podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { k.podChanged(obj, true) },

@@ -56,13 +56,16 @@ type podWorker struct {
 	started   map[string]bool // container IDs whose postStart hook ran
 	startTime time.Time
 	posted    *corev1.PodStatus
+	// created is when the kubelet first saw the pod: its Secrets and
+	// ConfigMaps are read fresh once after it (objects.go).
+	created time.Time
 }
 
 type waitingState struct{ reason, message string }
 
 func newPodWorker(k *Kubelet, pod *corev1.Pod) *podWorker {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &podWorker{k: k, uid: pod.UID, pod: pod, kickCh: make(chan struct{}, 1), ctx: ctx, cancel: cancel,
+	w := &podWorker{k: k, uid: pod.UID, pod: pod, kickCh: make(chan struct{}, 1), ctx: ctx, cancel: cancel, created: time.Now(),
 		backoff: map[string]*restartBackoff{}, waiting: map[string]waitingState{}, started: map[string]bool{}}
 	w.probes = prober.NewManager(ctx, k.runtime, k.recorder, w.kick)
 	return w

@@ -26,14 +26,14 @@ func (k *Kubelet) volumeDir(pod *corev1.Pod, name string) string {
 func (k *Kubelet) prepareVolumes(ctx context.Context, pod *corev1.Pod) error {
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
-		if err := k.prepareVolume(pod, v); err != nil {
+		if err := k.prepareVolume(ctx, pod, v); err != nil {
 			return fmt.Errorf("MountVolume.SetUp failed for volume %q : %v", v.Name, err)
 		}
 	}
 	return nil
 }
 
-func (k *Kubelet) prepareVolume(pod *corev1.Pod, v *corev1.Volume) error {
+func (k *Kubelet) prepareVolume(ctx context.Context, pod *corev1.Pod, v *corev1.Volume) error {
 	dir := k.volumeDir(pod, v.Name)
 	switch {
 	case v.EmptyDir != nil:
@@ -53,13 +53,13 @@ func (k *Kubelet) prepareVolume(pod *corev1.Pod, v *corev1.Volume) error {
 	case v.HostPath != nil:
 		return prepareHostPath(v.HostPath)
 	case v.ConfigMap != nil:
-		files, err := k.configMapFiles(pod.Namespace, v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.Optional, v.ConfigMap.DefaultMode)
+		files, err := k.configMapFiles(ctx, pod, v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.Optional, v.ConfigMap.DefaultMode)
 		if err != nil {
 			return err
 		}
 		return writeVolumeFiles(dir, files)
 	case v.Secret != nil:
-		files, err := k.secretFiles(pod.Namespace, v.Secret.SecretName, v.Secret.Items, v.Secret.Optional, v.Secret.DefaultMode)
+		files, err := k.secretFiles(ctx, pod, v.Secret.SecretName, v.Secret.Items, v.Secret.Optional, v.Secret.DefaultMode)
 		if err != nil {
 			return err
 		}
@@ -77,9 +77,9 @@ func (k *Kubelet) prepareVolume(pod *corev1.Pod, v *corev1.Volume) error {
 			var err error
 			switch {
 			case src.ConfigMap != nil:
-				part, err = k.configMapFiles(pod.Namespace, src.ConfigMap.Name, src.ConfigMap.Items, src.ConfigMap.Optional, v.Projected.DefaultMode)
+				part, err = k.configMapFiles(ctx, pod, src.ConfigMap.Name, src.ConfigMap.Items, src.ConfigMap.Optional, v.Projected.DefaultMode)
 			case src.Secret != nil:
-				part, err = k.secretFiles(pod.Namespace, src.Secret.Name, src.Secret.Items, src.Secret.Optional, v.Projected.DefaultMode)
+				part, err = k.secretFiles(ctx, pod, src.Secret.Name, src.Secret.Items, src.Secret.Optional, v.Projected.DefaultMode)
 			case src.DownwardAPI != nil:
 				part, err = k.downwardFiles(pod, src.DownwardAPI.Items, v.Projected.DefaultMode)
 			default:
@@ -168,13 +168,14 @@ func keyFiles(data map[string][]byte, items []corev1.KeyToPath, def *int32, what
 	return out, nil
 }
 
-func (k *Kubelet) configMapFiles(ns, name string, items []corev1.KeyToPath, optional *bool, def *int32) (map[string]volumeFile, error) {
-	cm, err := k.configs.ConfigMaps(ns).Get(name)
+func (k *Kubelet) configMapFiles(ctx context.Context, pod *corev1.Pod, name string, items []corev1.KeyToPath, optional *bool, def *int32) (map[string]volumeFile, error) {
+	ns := pod.Namespace
+	cm, err := k.configMap(ctx, pod, name)
 	if err != nil {
 		if apierrors.IsNotFound(err) && optional != nil && *optional {
 			return map[string]volumeFile{}, nil
 		}
-		return nil, fmt.Errorf("configmap %q not found", name)
+		return nil, readError("configmap", name, err)
 	}
 	data := map[string][]byte{}
 	for key, v := range cm.Data {
@@ -186,13 +187,14 @@ func (k *Kubelet) configMapFiles(ns, name string, items []corev1.KeyToPath, opti
 	return keyFiles(data, items, def, "ConfigMap "+ns+"/"+name)
 }
 
-func (k *Kubelet) secretFiles(ns, name string, items []corev1.KeyToPath, optional *bool, def *int32) (map[string]volumeFile, error) {
-	s, err := k.secrets.Secrets(ns).Get(name)
+func (k *Kubelet) secretFiles(ctx context.Context, pod *corev1.Pod, name string, items []corev1.KeyToPath, optional *bool, def *int32) (map[string]volumeFile, error) {
+	ns := pod.Namespace
+	s, err := k.secret(ctx, pod, name)
 	if err != nil {
 		if apierrors.IsNotFound(err) && optional != nil && *optional {
 			return map[string]volumeFile{}, nil
 		}
-		return nil, fmt.Errorf("secret %q not found", name)
+		return nil, readError("secret", name, err)
 	}
 	return keyFiles(s.Data, items, def, "Secret "+ns+"/"+name)
 }

@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -40,6 +41,7 @@ import (
 	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
 	metainternalversionvalidation "k8s.io/apimachinery/pkg/apis/meta/internalversion/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -602,7 +604,7 @@ func FuzzParseRequest(f *testing.F) {
 			return // net/http answers 400 before the handler runs
 		}
 		info := parseRequest(r)
-		if again := parseRequest(r); again != info {
+		if again := parseRequest(r); !reflect.DeepEqual(again, info) {
 			t.Fatalf("parseRequest is not deterministic: %+v vs %+v", info, again)
 		}
 		if info.Path != r.URL.Path {
@@ -658,13 +660,23 @@ func checkRequestInfo(t *testing.T, r *http.Request, info requestInfo) {
 		rest = parts[3:]
 	default:
 		want := requestInfo{Path: r.URL.Path, Verb: strings.ToLower(r.Method)}
-		if info != want {
+		if !reflect.DeepEqual(info, want) {
 			t.Fatalf("%s %q: non-resource request parsed as %+v", r.Method, r.URL.Path, info)
 		}
 		return
 	}
 	if !info.IsResource {
 		t.Fatalf("%q: not a resource request", r.URL.Path)
+	}
+	// A list or watch names an object only through its fieldSelector
+	// (metadata.name), never through the path.
+	if info.Verb == "list" || info.Verb == "watch" {
+		if info.Name != "" {
+			if name, _ := fields.ParseSelectorOrDie(r.URL.Query().Get("fieldSelector")).RequiresExactMatch("metadata.name"); name != info.Name {
+				t.Fatalf("%q: list named %q, not by its fieldSelector", r.URL, info.Name)
+			}
+		}
+		info.Name = ""
 	}
 	for _, s := range []string{info.Namespace, info.Resource, info.Name} {
 		if strings.Contains(s, "/") {

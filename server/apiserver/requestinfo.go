@@ -4,6 +4,9 @@ import (
 	"net/http"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/validation/path"
+	"k8s.io/apimachinery/pkg/fields"
+
 	"github.com/kelp-project/kelp/server/apiserver/auth"
 )
 
@@ -71,6 +74,18 @@ func parseRequest(r *http.Request) requestInfo {
 		}
 	default:
 		info.Verb = strings.ToLower(r.Method)
+	}
+	if info.Verb == "list" || info.Verb == "watch" {
+		// A selector that does not parse is the list handler's 400; the
+		// authorizers then see none, which grants nothing extra.
+		if sel, err := fields.ParseSelector(q.Get("fieldSelector")); err == nil {
+			info.FieldSelector = sel.Requirements()
+			// As upstream's RequestInfo: a list or watch of one object by
+			// metadata.name is authorized as a read of that object.
+			if name, ok := sel.RequiresExactMatch("metadata.name"); ok && len(path.IsValidPathSegmentName(name)) == 0 {
+				info.Name = name
+			}
+		}
 	}
 	return info
 }

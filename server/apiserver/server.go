@@ -22,7 +22,9 @@ import (
 
 	"github.com/sirupsen/logrus"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -39,7 +41,9 @@ import (
 type Config struct {
 	Etcd           *clientv3.Client
 	Authenticators []auth.Authenticator
-	Authorizer     auth.Authorizer
+	// Authorizer replaces the default chain: the Node authorizer (over
+	// this server's watch caches), then auth.AdminAuthorizer.
+	Authorizer auth.Authorizer
 	// ServiceCIDR and NodePortRange feed the Service allocators.
 	ServiceCIDR   string
 	NodePortRange string
@@ -101,9 +105,6 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		resources:      map[schema.GroupVersionResource]*served{},
 		byGroup:        map[string][]*served{},
 	}
-	if s.authorizer == nil {
-		s.authorizer = auth.AdminAuthorizer{}
-	}
 	svc, err := allocator.NewServices(ctx, cfg.Etcd, cfg.ServiceCIDR, cfg.NodePortRange)
 	if err != nil {
 		return nil, err
@@ -147,6 +148,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	})
 	s.compactor = &storage.Compactor{Client: cfg.Etcd, Interval: cfg.CompactionInterval, Stores: func() []*storage.Store { return stores }}
 	go s.compactor.Run(ctx)
+	// The Node authorizer decides for kubelets first; everyone else, and
+	// what it has no opinion on (discovery), goes on to the admin rule.
+	if s.authorizer == nil {
+		s.authorizer = auth.Chain{auth.NodeAuthorizer{Objects: nodeObjects{s}}, auth.AdminAuthorizer{}}
+	}
 	s.admission = admission.New(admission.Config{
 		Getter:                              s.getter,
 		DefaultNotReadyTolerationSeconds:    cfg.DefaultNotReadyTolerationSeconds,
@@ -179,6 +185,57 @@ func (g storeGetter) Get(ctx context.Context, namespace, name string) (runtime.O
 		}
 	}
 	return sv.store.Get(ctx, key)
+}
+
+// nodeObjects is the Node authorizer's view of pods and claims: the
+// watch caches, as admission's getter reads them.
+type nodeObjects struct{ s *Server }
+
+var podsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+
+func (n nodeObjects) PodsOnNode(namespace, node string) ([]*corev1.Pod, error) {
+	sv, ok := n.s.resources[podsGVR]
+	if !ok {
+		return nil, fmt.Errorf("pods are not served")
+	}
+	// resourceVersion 0 is served from the watch cache, never from etcd:
+	// a node asking for objects it has no claim to costs no etcd read.
+	res, err := sv.store.List(context.Background(), storage.ListOptions{Namespace: namespace, ResourceVersion: "0",
+		Predicate: storage.Predicate{Attrs: sv.Attrs, Field: fields.OneTermEqualSelector("spec.nodeName", node)}})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*corev1.Pod, 0, len(res.Items))
+	for _, obj := range res.Items {
+		if p, ok := obj.(*corev1.Pod); ok {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+func (n nodeObjects) Pod(namespace, name string) (*corev1.Pod, error) {
+	obj, err := n.s.getter(podsGVR).Get(context.Background(), namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, fmt.Errorf("pods: unexpected %T", obj)
+	}
+	return p, nil
+}
+
+func (n nodeObjects) PersistentVolumeClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error) {
+	obj, err := n.s.getter(schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}).Get(context.Background(), namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	c, ok := obj.(*corev1.PersistentVolumeClaim)
+	if !ok {
+		return nil, fmt.Errorf("persistentvolumeclaims: unexpected %T", obj)
+	}
+	return c, nil
 }
 
 // Compactor exposes etcd compaction (tests and benchmarks trigger it).
@@ -223,8 +280,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if ok, _ := s.authorizer.Authorize(u, info); !ok {
-		s.writeError(w, r, auth.Forbidden(u, info))
+	if d, reason := s.authorizer.Authorize(u, info); d != auth.DecisionAllow {
+		s.writeError(w, r, auth.Forbidden(u, info, reason))
 		return
 	}
 	ctx := auth.WithUser(r.Context(), u)

@@ -44,11 +44,13 @@ type Runtime interface {
 type Config struct {
 	NodeName string
 	NodeIP   string
-	// ControlPlane labels the node node-role.kubernetes.io/control-plane.
-	ControlPlane bool
-	Labels       map[string]string // more labels the kubelet sets
-	KubeletPort  int               // the kubelet's HTTPS endpoint, in daemonEndpoints
-	Version      string            // the kubelet's version
+	// Labels are more labels the kubelet sets. Under NodeRestriction they
+	// must be the kubelet's own (kubelet.kubernetes.io/, node.kubernetes.io/
+	// or outside kubernetes.io and k8s.io); a role such as
+	// node-role.kubernetes.io/control-plane is set by the server.
+	Labels      map[string]string
+	KubeletPort int    // the kubelet's HTTPS endpoint, in daemonEndpoints
+	Version     string // the kubelet's version
 }
 
 // Reporter keeps this node's Node object and Lease up to date.
@@ -144,9 +146,6 @@ func (r *Reporter) initialNode() *corev1.Node {
 		corev1.LabelArchStable:    goruntime.GOARCH,
 		"beta.kubernetes.io/os":   goruntime.GOOS,
 		"beta.kubernetes.io/arch": goruntime.GOARCH,
-	}
-	if r.cfg.ControlPlane {
-		labels["node-role.kubernetes.io/control-plane"] = "true"
 	}
 	for key, v := range r.cfg.Labels {
 		labels[key] = v

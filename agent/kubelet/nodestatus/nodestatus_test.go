@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	goruntime "runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -44,7 +45,7 @@ func (fakeMachine) SystemInfo() corev1.NodeSystemInfo {
 
 func (fakeMachine) Hostname() string { return "host-1.example" }
 
-var testConfig = Config{NodeName: "node-1", NodeIP: "192.0.2.10", ControlPlane: true,
+var testConfig = Config{NodeName: "node-1", NodeIP: "192.0.2.10",
 	Labels: map[string]string{"zone": "a"}, KubeletPort: 10250, Version: "v1.37.2"}
 
 func newReporter(objs ...*corev1.Node) (*Reporter, *fake.Clientset, *fakeRuntime) {
@@ -150,9 +151,15 @@ func TestRegisterCreatesTheNodeAndWaitsForItsPodCIDR(t *testing.T) {
 		t.Fatalf("podCIDR %q", node.Spec.PodCIDR)
 	}
 	for k, v := range map[string]string{corev1.LabelHostname: "node-1", corev1.LabelOSStable: goruntime.GOOS,
-		corev1.LabelArchStable: goruntime.GOARCH, "node-role.kubernetes.io/control-plane": "true", "zone": "a"} {
+		corev1.LabelArchStable: goruntime.GOARCH, "zone": "a"} {
 		if node.Labels[k] != v {
 			t.Errorf("label %s = %q, want %q", k, node.Labels[k], v)
+		}
+	}
+	// A role is not the kubelet's to claim: NodeRestriction refuses it.
+	for k := range node.Labels {
+		if strings.HasPrefix(k, "node-role.kubernetes.io/") {
+			t.Errorf("the kubelet set %s", k)
 		}
 	}
 	if c := condition(node.Status, corev1.NodeReady); c.Status != corev1.ConditionFalse {

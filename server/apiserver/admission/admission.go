@@ -66,7 +66,9 @@ func New(cfg Config) *Chain {
 	return &Chain{
 		mutating: []Mutating{serviceAccount{},
 			defaultTolerationSeconds{notReady: cfg.DefaultNotReadyTolerationSeconds, unreachable: cfg.DefaultUnreachableTolerationSeconds}},
-		validating: []Validating{namespaceLifecycle{namespaces: cfg.Getter(namespacesResource)}},
+		// NodeRestriction first: a node's write to what is not its own is
+		// refused before anything is looked up for it.
+		validating: []Validating{nodeRestriction{}, namespaceLifecycle{namespaces: cfg.Getter(namespacesResource)}},
 	}
 }
 

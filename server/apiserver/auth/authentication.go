@@ -1,8 +1,8 @@
 // Package auth holds the head of the API server's request path: who sent a
 // request (authentication.go: client certificates, bearer tokens,
 // anonymous) and whether they may do it (authorization.go: the Authorizer
-// chain). The service-account token authenticator, RBAC and the Node
-// authorizer go here.
+// Chain and AdminAuthorizer; node.go: the Node authorizer). The
+// service-account token authenticator and RBAC go here.
 package auth
 
 import (

@@ -2,14 +2,15 @@ package auth
 
 import (
 	"errors"
-
 	"fmt"
 	"slices"
 	"strings"
 
-	"github.com/kelp-project/kelp/config"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kelp-project/kelp/config"
 )
 
 // Attributes are what a request asks to do: a verb on a resource (with
@@ -24,51 +25,117 @@ type Attributes struct {
 	Name        string
 	Subresource string
 	Path        string
+	// FieldSelector is a list or watch's fieldSelector, parsed: the Node
+	// authorizer lets a node list pods only with spec.nodeName=<itself>.
+	// A list or watch whose selector requires metadata.name=<x> also has
+	// Name x, as upstream's RequestInfo does, so that per-object watches
+	// are authorized like gets of that object.
+	FieldSelector fields.Requirements
 }
 
-// Authorizer decides whether a user may perform a request. RBAC and the
-// Node authorizer will be further implementations, chained in order.
+// Decision is an authorizer's answer. NoOpinion passes the request to the
+// next authorizer of a Chain; a request nobody allows is refused.
+type Decision int
+
+const (
+	DecisionNoOpinion Decision = iota
+	DecisionAllow
+	DecisionDeny
+)
+
+func (d Decision) String() string {
+	switch d {
+	case DecisionAllow:
+		return "Allow"
+	case DecisionDeny:
+		return "Deny"
+	}
+	return "NoOpinion"
+}
+
+// Authorizer decides whether a user may perform a request. The reason
+// explains a refusal (or, rarely, an allow); it ends the 403 message and
+// fills a SubjectAccessReview's status.reason, as upstream's does.
 type Authorizer interface {
-	Authorize(u *User, a Attributes) (allowed bool, reason string)
+	Authorize(u *User, a Attributes) (Decision, string)
 }
 
-// AdminAuthorizer allows cluster admins (system:masters) and kelp's own
-// components, whose identities are fixed by their client certificates.
-// Everyone else is denied until RBAC exists.
+// Chain asks each authorizer in order: the first Allow or Deny is the
+// answer; if all have no opinion, the request is refused with their
+// reasons, one per line (upstream's union authorizer).
+type Chain []Authorizer
+
+func (c Chain) Authorize(u *User, a Attributes) (Decision, string) {
+	var reasons []string
+	for _, az := range c {
+		d, reason := az.Authorize(u, a)
+		if d != DecisionNoOpinion {
+			return d, reason
+		}
+		if reason != "" {
+			reasons = append(reasons, reason)
+		}
+	}
+	return DecisionNoOpinion, strings.Join(reasons, "\n")
+}
+
+// AdminAuthorizer stands in for RBAC's default bindings until RBAC exists:
+// it allows cluster admins (system:masters) and kelp's own components,
+// whose identities are fixed by their client certificates; discovery and
+// the self reviews (whoami, can-i) for every authenticated user, as
+// upstream's system:discovery and system:basic-user roles do; the public
+// paths for everyone. Nodes are not components: the Node authorizer,
+// ahead of it in the chain, decides what they may do. Like RBAC, it gives
+// no reason when it has no opinion.
 type AdminAuthorizer struct{}
 
 var componentUsers = []string{config.ControllerManagerUser, config.SchedulerUser, config.ProxyUser}
 
-func (AdminAuthorizer) Authorize(u *User, info Attributes) (bool, string) {
-	if slices.Contains(u.Groups, config.MastersGroup) || slices.Contains(componentUsers, u.Name) ||
-		(strings.HasPrefix(u.Name, config.NodeUserPrefix) && slices.Contains(u.Groups, config.NodesGroup)) {
-		return true, ""
+// selfReviews are what system:basic-user may create.
+var selfReviews = map[schema.GroupResource]bool{
+	{Group: "authorization.k8s.io", Resource: "selfsubjectaccessreviews"}: true,
+	{Group: "authorization.k8s.io", Resource: "selfsubjectrulesreviews"}:  true,
+	{Group: "authentication.k8s.io", Resource: "selfsubjectreviews"}:      true,
+}
+
+func (AdminAuthorizer) Authorize(u *User, info Attributes) (Decision, string) {
+	if slices.Contains(u.Groups, config.MastersGroup) || slices.Contains(componentUsers, u.Name) {
+		return DecisionAllow, ""
 	}
 	if !info.IsResource && AnonymousAllowed(info.Path) {
-		return true, ""
+		return DecisionAllow, ""
 	}
+	authenticated := slices.Contains(u.Groups, "system:authenticated")
 	// Discovery and OpenAPI are readable by any authenticated user, as
 	// upstream's system:discovery role allows.
-	if !info.IsResource && slices.Contains(u.Groups, "system:authenticated") && info.Verb == "get" {
-		return true, ""
+	if !info.IsResource && authenticated && info.Verb == "get" {
+		return DecisionAllow, ""
 	}
-	return false, "only cluster administrators are authorized"
+	if info.IsResource && authenticated && info.Verb == "create" && info.Subresource == "" &&
+		selfReviews[schema.GroupResource{Group: info.Group, Resource: info.Resource}] {
+		return DecisionAllow, ""
+	}
+	return DecisionNoOpinion, ""
 }
 
 // Forbidden is upstream's 403 for a request the authorizers refused: the
 // resource named with its group (deployments.apps), the subresource only
-// in the text.
-func Forbidden(u *User, info Attributes) *apierrors.StatusError {
+// in the text, and the authorizers' reason, if any, after a colon.
+func Forbidden(u *User, info Attributes, reason string) *apierrors.StatusError {
 	gr := schema.GroupResource{}
 	if info.IsResource {
 		gr = schema.GroupResource{Group: info.Group, Resource: info.Resource}
 	}
-	return apierrors.NewForbidden(gr, info.Name, errors.New(forbiddenReason(u, info)))
+	msg := forbiddenReason(u, info)
+	if reason != "" {
+		msg += ": " + reason
+	}
+	return apierrors.NewForbidden(gr, info.Name, errors.New(msg))
 }
 
-// ForbiddenMessage is upstream's 403 text.
+// ForbiddenMessage is upstream's 403 text for a refusal without a reason.
 func ForbiddenMessage(u *User, info Attributes) string {
-	return Forbidden(u, info).ErrStatus.Message
+	return Forbidden(u, info, "").ErrStatus.Message
 }
 
 func forbiddenReason(u *User, info Attributes) string {

@@ -28,7 +28,18 @@ func TestAdminAuthorizer(t *testing.T) {
 		{"controller manager", authd("system:kube-controller-manager"), []Attributes{getPods, deleteNodes, postAPIs}, true},
 		{"scheduler", authd("system:kube-scheduler"), []Attributes{getPods, deleteNodes}, true},
 		{"proxy", authd("system:kube-proxy"), []Attributes{getPods, deleteNodes}, true},
-		{"node", authd("system:node:n1", "system:nodes"), []Attributes{getPods, deleteNodes}, true},
+		// Nodes are the Node authorizer's to decide, not components.
+		{"node", authd("system:node:n1", "system:nodes"), []Attributes{getPods, deleteNodes}, false},
+		{"node: discovery", authd("system:node:n1", "system:nodes"), []Attributes{getAPIs}, true},
+		{"user: self reviews", authd("bob"), []Attributes{
+			{IsResource: true, Verb: "create", Group: "authorization.k8s.io", Version: "v1", Resource: "selfsubjectaccessreviews"},
+			{IsResource: true, Verb: "create", Group: "authorization.k8s.io", Version: "v1", Resource: "selfsubjectrulesreviews"},
+			{IsResource: true, Verb: "create", Group: "authentication.k8s.io", Version: "v1", Resource: "selfsubjectreviews"}}, true},
+		{"user: others' reviews", authd("bob"), []Attributes{
+			{IsResource: true, Verb: "create", Group: "authorization.k8s.io", Version: "v1", Resource: "subjectaccessreviews"},
+			{IsResource: true, Verb: "list", Group: "authorization.k8s.io", Version: "v1", Resource: "selfsubjectaccessreviews"}}, false},
+		{"anonymous: self reviews", anonymous, []Attributes{
+			{IsResource: true, Verb: "create", Group: "authorization.k8s.io", Version: "v1", Resource: "selfsubjectaccessreviews"}}, false},
 		{"node name without the nodes group", authd("system:node:n1"), []Attributes{getPods, deleteNodes}, false},
 		{"nodes group without a node name", authd("bob", "system:nodes"), []Attributes{getPods, deleteNodes}, false},
 		{"a component's name as a group", authd("bob", "system:kube-scheduler"), []Attributes{getPods}, false},
@@ -44,16 +55,18 @@ func TestAdminAuthorizer(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, a := range tc.attrs {
-				ok, reason := AdminAuthorizer{}.Authorize(tc.user, a)
-				if ok != tc.want {
-					t.Errorf("%s %s%s: allowed = %v, want %v", a.Verb, a.Resource, a.Path, ok, tc.want)
+				d, reason := AdminAuthorizer{}.Authorize(tc.user, a)
+				want := DecisionNoOpinion
+				if tc.want {
+					want = DecisionAllow
 				}
-				wantReason := ""
-				if !tc.want {
-					wantReason = "only cluster administrators are authorized"
+				if d != want {
+					t.Errorf("%s %s%s: %s, want %s", a.Verb, a.Resource, a.Path, d, want)
 				}
-				if reason != wantReason {
-					t.Errorf("%s %s%s: reason %q, want %q", a.Verb, a.Resource, a.Path, reason, wantReason)
+				// Like RBAC, it explains nothing: a 403 says only what
+				// was refused.
+				if reason != "" {
+					t.Errorf("%s %s%s: reason %q, want none", a.Verb, a.Resource, a.Path, reason)
 				}
 			}
 		})

@@ -10,7 +10,7 @@ import (
 
 // rbac.authorization.k8s.io/v1: stored and validated. No authorizer reads
 // them yet (auth.AdminAuthorizer admits administrators and kelp's own
-// components only).
+// components, the Node authorizer nodes).
 
 func roles() *Resource {
 	return &Resource{

@@ -1,0 +1,268 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/kelp-project/kelp/agent/kubelet"
+	"github.com/kelp-project/kelp/runtime"
+	"github.com/kelp-project/kelp/server/pki"
+)
+
+// memRuntime is a container runtime in memory: containers start and run
+// until stopped. The kubelet under test needs nothing else of containerd.
+type memRuntime struct {
+	mu         sync.Mutex
+	containers map[string]*runtime.ContainerStatus
+	specs      map[string]runtime.ContainerSpec
+	exits      chan string
+}
+
+func (r *memRuntime) Version(context.Context) (string, error) { return "2.1.0", nil }
+func (r *memRuntime) EnsureImage(_ context.Context, ref string, _ corev1.PullPolicy) (runtime.Image, error) {
+	return runtime.Image{Ref: "docker.io/library/" + ref, ID: "sha256:" + ref}, nil
+}
+func (r *memRuntime) CreateContainer(_ context.Context, spec runtime.ContainerSpec) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.containers[spec.ID] = &runtime.ContainerStatus{ID: spec.ID, Labels: spec.Labels, State: runtime.StateCreated, CreatedAt: time.Now()}
+	r.specs[spec.ID] = spec
+	return nil
+}
+func (r *memRuntime) StartContainer(_ context.Context, id string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.containers[id]
+	if !ok {
+		return fmt.Errorf("%w: %s", runtime.ErrNotFound, id)
+	}
+	c.State, c.StartedAt = runtime.StateRunning, time.Now()
+	return nil
+}
+func (r *memRuntime) StopContainer(_ context.Context, id string, _ time.Duration) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.containers[id]; ok && c.State == runtime.StateRunning {
+		c.State, c.ExitCode, c.FinishedAt = runtime.StateExited, 137, time.Now()
+	}
+	return nil
+}
+func (r *memRuntime) RemoveContainer(_ context.Context, id string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.containers, id)
+	return nil
+}
+func (r *memRuntime) ContainerStatus(_ context.Context, id string) (runtime.ContainerStatus, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.containers[id]
+	if !ok {
+		return runtime.ContainerStatus{}, fmt.Errorf("%w: %s", runtime.ErrNotFound, id)
+	}
+	return *c, nil
+}
+func (r *memRuntime) ListContainers(_ context.Context, labels map[string]string) ([]runtime.ContainerStatus, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []runtime.ContainerStatus
+next:
+	for _, c := range r.containers {
+		for k, v := range labels {
+			if c.Labels[k] != v {
+				continue next
+			}
+		}
+		out = append(out, *c)
+	}
+	return out, nil
+}
+func (r *memRuntime) Exits() <-chan string { return r.exits }
+func (r *memRuntime) Exec(context.Context, string, []string, io.Reader, io.Writer, io.Writer, bool) (int, error) {
+	return 0, nil
+}
+
+// specEnv is the env of the container named name.
+func (r *memRuntime) specEnv(name string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range r.specs {
+		if s.Labels["io.kubernetes.container.name"] == name {
+			return s.Env
+		}
+	}
+	return nil
+}
+
+// memNetwork gives every pod the same address and no real namespace.
+type memNetwork struct{}
+
+func (memNetwork) Setup(uid string) (string, netip.Addr, error) {
+	return "/nonexistent/netns/" + uid, netip.MustParseAddr("10.42.0.9"), nil
+}
+func (memNetwork) Teardown(string) error                   { return nil }
+func (memNetwork) Recover(map[string]bool) error           { return nil }
+func (memNetwork) InNetNS(_ string, fn func() error) error { return fn() }
+
+// refusals counts the API's 403s to a client.
+type refusals struct {
+	mu   sync.Mutex
+	seen []string
+	next http.RoundTripper
+}
+
+func (f *refusals) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := f.next.RoundTrip(r)
+	if err == nil && resp.StatusCode == http.StatusForbidden {
+		f.mu.Lock()
+		f.seen = append(f.seen, r.Method+" "+r.URL.String())
+		f.mu.Unlock()
+	}
+	return resp, err
+}
+
+// The real kubelet, on an in-memory runtime and network, runs a pod that
+// uses a Secret volume and ConfigMap env, reports it Running, records
+// Events and confirms its deletion, all as system:node:n1, and the API
+// server refuses none of its requests.
+func TestKubeletRunsPodsUnderNodeCredentials(t *testing.T) {
+	s := startServer(t, "--node-name", "n1")
+	admin := s.client()
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+
+	ca, err := pki.LoadOrCreateCA(filepath.Join(s.dataDir, "server", "tls"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := ca.RESTConfig(s.config.Host, "system:node:n1", []string{"system:nodes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := &refusals{}
+	rc.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { refused.next = rt; return refused }
+	n1, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: n1.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: "n1"})
+
+	rt := &memRuntime{containers: map[string]*runtime.ContainerStatus{}, specs: map[string]runtime.ContainerSpec{}, exits: make(chan string, 16)}
+	dataDir := t.TempDir()
+	k := kubelet.New(kubelet.Config{NodeName: "n1", NodeIP: "127.0.0.1", DataDir: dataDir, LogRoot: t.TempDir(), ClusterDNS: "10.43.0.10",
+		ClientCA: ca.CertPEM, NewNetwork: func(string) (kubelet.Network, error) { return memNetwork{}, nil }}, n1, rt, recorder)
+	done := make(chan error, 1)
+	go func() { done <- k.Run(ctx) }()
+
+	for _, obj := range []struct {
+		create func() error
+	}{
+		{func() error {
+			_, err := admin.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds"},
+				StringData: map[string]string{"password": "hunter2"}}, metav1.CreateOptions{})
+			return err
+		}},
+		{func() error {
+			_, err := admin.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings"},
+				Data: map[string]string{"mode": "fast"}}, metav1.CreateOptions{})
+			return err
+		}},
+	} {
+		if err := obj.create(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grace := int64(1)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: corev1.PodSpec{
+		NodeName: "n1", TerminationGracePeriodSeconds: &grace,
+		Containers: []corev1.Container{{Name: "app", Image: "busybox:1.35",
+			Env: []corev1.EnvVar{{Name: "MODE", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}, Key: "mode"}}}}}},
+		Volumes: []corev1.Volume{{Name: "creds", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "creds"}}}},
+	}}
+	created, err := admin.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor := func(what string, timeout time.Duration, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(timeout)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s within %s; 403s: %v", what, timeout, refused.seen)
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("kubelet stopped: %v", err)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	waitFor("web Running and Ready", 30*time.Second, func() bool {
+		p, err := admin.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil || p.Status.Phase != corev1.PodRunning {
+			return false
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				return true
+			}
+		}
+		return false
+	})
+	if data, err := os.ReadFile(filepath.Join(dataDir, "pods", string(created.UID), "volumes", "creds", "password")); err != nil || string(data) != "hunter2" {
+		t.Errorf("secret volume: %q %v", data, err)
+	}
+	if env := strings.Join(rt.specEnv("app"), " "); !strings.Contains(env, "MODE=fast") {
+		t.Errorf("env %s lacks MODE=fast", env)
+	}
+	waitFor("a kubelet Event", 10*time.Second, func() bool {
+		evs, err := admin.CoreV1().Events("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		for _, e := range evs.Items {
+			if e.Source.Host == "n1" && e.InvolvedObject.Name == "web" {
+				return true
+			}
+		}
+		return false
+	})
+	// Graceful deletion: the kubelet stops the pod and confirms.
+	if err := admin.CoreV1().Pods("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("web deleted by its kubelet", 30*time.Second, func() bool {
+		_, err := admin.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+	node, err := admin.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if err != nil || node.Status.DaemonEndpoints.KubeletEndpoint.Port == 0 {
+		t.Errorf("node status not posted: %v", err)
+	}
+	refused.mu.Lock()
+	defer refused.mu.Unlock()
+	if len(refused.seen) > 0 {
+		t.Errorf("the API server refused the kubelet: %v", refused.seen)
+	}
+}
