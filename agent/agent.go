@@ -136,6 +136,14 @@ func Run(ctx context.Context, cfg Config, creds Credentials) error {
 	if err != nil {
 		return err
 	}
+	// The proxy's identity reads what the whole cluster's Services and
+	// Nodes are; the node's may read only what its own pods need.
+	proxyClient := kubernetes.Interface(client)
+	if creds.Proxy != nil {
+		if proxyClient, err = kubernetes.NewForConfig(creds.Proxy); err != nil {
+			return err
+		}
+	}
 	events, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return err
@@ -153,16 +161,10 @@ func Run(ctx context.Context, cfg Config, creds Credentials) error {
 		ServingCertFile: cfg.KubeletServingCertFile, ServingKeyFile: cfg.KubeletServingKeyFile,
 		NewNetwork: func(podCIDR string) (kubelet.Network, error) {
 			return nodeNet.New(nodenet.Options{PodCIDR: podCIDR, ClusterCIDR: cfg.ClusterCIDR, AgentDir: agentDir, RunDir: runDir,
-				Context: ctx, Client: client, NodeName: cfg.NodeName, NodeIP: cfg.NodeIP, Iface: cfg.FlannelIface})
+				Context: ctx, Client: proxyClient, NodeClient: client, NodeName: cfg.NodeName, NodeIP: cfg.NodeIP, Iface: cfg.FlannelIface})
 		},
 	}, client, rt, recorder)
 	logrus.Infof("agent: node %s, containerd at %s", cfg.NodeName, address)
-	proxyClient := kubernetes.Interface(client)
-	if creds.Proxy != nil {
-		if proxyClient, err = kubernetes.NewForConfig(creds.Proxy); err != nil {
-			return err
-		}
-	}
 	if err := startNetplane(ctx, cfg, proxyClient); err != nil {
 		return err
 	}

@@ -62,8 +62,11 @@ type Options struct {
 
 	// Context bounds the overlays' Node watch (New only).
 	Context context.Context
-	// Client reads the Nodes and annotates the own one.
-	Client kubernetes.Interface
+	// Client watches every Node (the proxy's identity: a node may read
+	// only its own Node); NodeClient annotates the own Node (the node's
+	// identity, which NodeRestriction lets write its own annotations). A nil
+	// NodeClient uses Client.
+	Client, NodeClient kubernetes.Interface
 	// NodeName and NodeIP are the own Node's name and InternalIP.
 	NodeName, NodeIP string
 	// Iface is --flannel-iface: the interface carrying the overlay ("" =
@@ -152,7 +155,7 @@ func newOverlay(name string) func(Options) (Network, error) {
 			ctx = context.Background()
 		}
 		return overlay.New(ctx, overlay.Config{Backend: name, Bridge: bridgeConfig(o), NodeName: o.NodeName,
-			NodeIP: o.NodeIP, Iface: o.Iface, Client: o.Client})
+			NodeIP: o.NodeIP, Iface: o.Iface, Client: o.Client, NodeClient: o.NodeClient})
 	}
 }
 

@@ -98,8 +98,11 @@ type Config struct {
 	NodeIP string
 	// Iface is --flannel-iface ("" = the interface holding NodeIP).
 	Iface string
-	// Client reads the Nodes and annotates the own one.
-	Client kubernetes.Interface
+	// Client watches every Node (the proxy's identity: a node may read
+	// only its own Node); NodeClient annotates the own Node (the node's
+	// identity, which NodeRestriction lets write its own annotations). A nil
+	// NodeClient uses Client.
+	Client, NodeClient kubernetes.Interface
 	// ResyncPeriod is the interval of full passes (0 = ResyncPeriod).
 	ResyncPeriod time.Duration
 }
@@ -329,7 +332,7 @@ func (o *Overlay) annotate(ctx context.Context) error {
 	err := retry.OnError(wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Steps: 6, Cap: 5 * time.Second},
 		func(error) bool { return ctx.Err() == nil },
 		func() error {
-			_, err := o.cfg.Client.CoreV1().Nodes().Patch(ctx, o.cfg.NodeName, types.MergePatchType, patch, metav1.PatchOptions{})
+			_, err := o.nodeClient().CoreV1().Nodes().Patch(ctx, o.cfg.NodeName, types.MergePatchType, patch, metav1.PatchOptions{})
 			return err
 		})
 	if err != nil {
@@ -370,4 +373,11 @@ func deleteVXLAN(h *netlink.Handle) error {
 	}
 	logrus.Infof("overlay: deleted %s", DeviceName)
 	return nil
+}
+
+func (o *Overlay) nodeClient() kubernetes.Interface {
+	if o.cfg.NodeClient != nil {
+		return o.cfg.NodeClient
+	}
+	return o.cfg.Client
 }

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelp-project/kelp/config"
+
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -95,7 +97,7 @@ func TestJoinWithNodeToken(t *testing.T) {
 	if _, err := proxy.CoreV1().Services("default").Get(ctxT(t), "kubernetes", metav1.GetOptions{}); err != nil {
 		t.Errorf("proxy reading a Service: %v", err)
 	}
-	if want := (join.Settings{ClusterCIDR: "10.42.0.0/16", ServiceCIDR: "10.43.0.0/16", ClusterDNS: "10.43.0.20", ClusterDomain: "cluster.local", FlannelBackend: "bridge"}); res.Settings != want {
+	if want := (join.Settings{ClusterCIDR: "10.42.0.0/16", ServiceCIDR: "10.43.0.0/16", ClusterDNS: "10.43.0.20", ClusterDomain: "cluster.local", FlannelBackend: config.NodeNetwork}); res.Settings != want {
 		t.Errorf("settings %+v, want %+v", res.Settings, want)
 	}
 	b, _ := pem.Decode([]byte(mustRead(t, res.ServingCertFile)))
