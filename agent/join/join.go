@@ -204,7 +204,7 @@ func trustCA(caPEM []byte, token join.Token, pinned string) error {
 			return permanent{fmt.Errorf("the server's CA does not match the token's hash (token %s, server's CA %s): "+
 				"this is not the server the token belongs to, or someone is in between", short(token.CAHash), short(got))}
 		}
-		return writeFile(pinned, caPEM, 0o644)
+		return pki.WriteFile(pinned, caPEM, 0o644)
 	}
 	if old, err := os.ReadFile(pinned); err == nil {
 		if !bytes.Equal(old, caPEM) {
@@ -215,7 +215,7 @@ func trustCA(caPEM []byte, token join.Token, pinned string) error {
 	}
 	logrus.Warnf("join: the token has no CA hash; trusting the server's CA on first use (sha256 %s). "+
 		"Use the full token from <data-dir>/server/node-token on the server to have it checked", got)
-	return writeFile(pinned, caPEM, 0o644)
+	return pki.WriteFile(pinned, caPEM, 0o644)
 }
 
 func short(hash string) string { return hash[:min(12, len(hash))] + "…" }
@@ -374,10 +374,10 @@ func requestCerts(ctx context.Context, c *client, dir, node, password string, ho
 	for i, f := range []struct{ cert, key, pem string }{
 		{kubeletCert, kubeletKey, resp.KubeletCert}, {servingCert, servingKey, resp.ServingCert}, {proxyCert, proxyKey, resp.ProxyCert},
 	} {
-		if err := writeFile(filepath.Join(dir, f.key), keys[i], 0o600); err != nil {
+		if err := pki.WriteFile(filepath.Join(dir, f.key), keys[i], 0o600); err != nil {
 			return permanent{err}
 		}
-		if err := writeFile(filepath.Join(dir, f.cert), []byte(f.pem), 0o644); err != nil {
+		if err := pki.WriteFile(filepath.Join(dir, f.cert), []byte(f.pem), 0o644); err != nil {
 			return permanent{err}
 		}
 	}
@@ -401,16 +401,4 @@ func writeKubeconfig(dir, name, server string, caPEM []byte, certFile, keyFile s
 		return nil, err
 	}
 	return clientcmd.BuildConfigFromFlags("", path)
-}
-
-// writeFile replaces path atomically: a crash never leaves half a key.
-func writeFile(path string, data []byte, mode os.FileMode) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, mode); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp, mode); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

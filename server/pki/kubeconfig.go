@@ -22,7 +22,7 @@ func WriteKubeconfig(path string, mode os.FileMode, server string, caPEM, certPE
 	if err != nil {
 		return err
 	}
-	return writeFile(path, data, mode)
+	return WriteFile(path, data, mode)
 }
 
 // RESTConfig is a client configuration for an in-process component: it

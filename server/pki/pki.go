@@ -77,10 +77,10 @@ func LoadOrCreateCA(dir string) (*CA, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFile(keyFile, keyPEM, 0o600); err != nil {
+	if err := WriteFile(keyFile, keyPEM, 0o600); err != nil {
 		return nil, err
 	}
-	if err := writeFile(certFile, certPEM, 0o644); err != nil {
+	if err := WriteFile(certFile, certPEM, 0o644); err != nil {
 		return nil, err
 	}
 	return &CA{Cert: cert, Key: key, CertPEM: certPEM}, nil
@@ -115,10 +115,10 @@ func (ca *CA) ServingCert(dir, name string, dnsNames []string, ips []net.IP) (ce
 	if err != nil {
 		return "", "", err
 	}
-	if err := writeFile(keyFile, keyPEM, 0o600); err != nil {
+	if err := WriteFile(keyFile, keyPEM, 0o600); err != nil {
 		return "", "", err
 	}
-	return certFile, keyFile, writeFile(certFile, certPEM, 0o644)
+	return certFile, keyFile, WriteFile(certFile, certPEM, 0o644)
 }
 
 func (ca *CA) covers(cert *x509.Certificate, dnsNames []string, ips []net.IP) bool {
@@ -228,8 +228,10 @@ func parsePair(certPEM, keyPEM []byte) (*x509.Certificate, crypto.Signer, error)
 	return cert, key, nil
 }
 
-// writeFile replaces path atomically, so a crash never leaves half a key.
-func writeFile(path string, data []byte, mode os.FileMode) error {
+// WriteFile replaces path atomically, so a crash never leaves half a key,
+// creating its directory; a file that already holds data keeps it and
+// only gets mode.
+func WriteFile(path string, data []byte, mode os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
