@@ -18,7 +18,7 @@ func TestEndpointFindsLatestAndPreviousInstances(t *testing.T) {
 		t.Fatalf("before the first start: %v, want waiting to start", err)
 	}
 	tk.sync(t, w, pod)
-	tk.rt.exit(t, "uid-logs-c-0", 1)
+	exitContainer(t, tk.rt, "uid-logs-c-0", 1)
 	tk.sync(t, w, pod)
 
 	cur, err := pods.Container(t.Context(), "default", "logs", "c", false)

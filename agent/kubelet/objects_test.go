@@ -101,9 +101,9 @@ func TestPodSecretsAndConfigMapsAreReadByName(t *testing.T) {
 	if err != nil || string(data) != "hunter2" {
 		t.Fatalf("secret volume: %q %v", data, err)
 	}
-	spec, ok := tk.rt.specs[createdID(t, tk, "app")]
+	spec, ok := tk.rt.Spec(createdID(t, tk, "app"))
 	if !ok {
-		t.Fatalf("app not created: %v", tk.rt.calls)
+		t.Fatalf("app not created: %v", tk.rt.Calls())
 	}
 	if !containsEnv(spec.Env, "MODE=fast") {
 		t.Errorf("env %v lacks MODE=fast", spec.Env)
@@ -127,9 +127,7 @@ func TestPodSecretsAndConfigMapsAreReadByName(t *testing.T) {
 
 func createdID(t *testing.T, tk *testKubelet, name string) string {
 	t.Helper()
-	tk.rt.mu.Lock()
-	defer tk.rt.mu.Unlock()
-	for id, c := range tk.rt.containers {
+	for id, c := range tk.rt.Containers() {
 		if c.Labels[labelContainerName] == name {
 			return id
 		}

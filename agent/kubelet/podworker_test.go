@@ -56,14 +56,14 @@ func TestNewPodCreatesSandboxThenContainersInOrder(t *testing.T) {
 	if done := tk.sync(t, w, pod); done {
 		t.Fatal("sync of a new pod says it is finished")
 	}
-	if !slices.Equal(tk.net.setups, []string{"uid-web"}) {
-		t.Fatalf("sandbox setups = %v, want one for uid-web", tk.net.setups)
+	if !slices.Equal(tk.net.Setups(), []string{"uid-web"}) {
+		t.Fatalf("sandbox setups = %v, want one for uid-web", tk.net.Setups())
 	}
-	assertCalls(t, tk.rt.took("pull", "create", "start"),
+	assertCalls(t, tk.rt.Took("pull", "create", "start"),
 		"pull img-a", "create uid-web-a-0", "start uid-web-a-0",
 		"pull img-b", "create uid-web-b-0", "start uid-web-b-0")
 
-	spec, _ := tk.rt.spec("uid-web-a-0")
+	spec, _ := tk.rt.Spec("uid-web-a-0")
 	if spec.NetNSPath != "/run/test/netns/uid-web" {
 		t.Errorf("container joins netns %q, want the sandbox's", spec.NetNSPath)
 	}
@@ -86,9 +86,9 @@ func TestNewPodCreatesSandboxThenContainersInOrder(t *testing.T) {
 
 	// The next sync finds both running: nothing more to do.
 	tk.sync(t, w, pod)
-	assertCalls(t, tk.rt.took("pull", "create", "start", "stop"))
-	if len(tk.net.setups) != 1 {
-		t.Fatalf("the sandbox was set up again: %v", tk.net.setups)
+	assertCalls(t, tk.rt.Took("pull", "create", "start", "stop"))
+	if len(tk.net.Setups()) != 1 {
+		t.Fatalf("the sandbox was set up again: %v", tk.net.Setups())
 	}
 	st := tk.apiPod(t, pod).Status
 	if st.Phase != corev1.PodRunning || st.PodIP != "10.42.0.7" || st.HostIP != testNodeIP {
@@ -109,8 +109,8 @@ func TestInitContainersRunInOrderBeforeAppContainers(t *testing.T) {
 	w := tk.worker(t, pod)
 
 	tk.sync(t, w, pod)
-	assertCalls(t, tk.rt.took("create"), "create uid-init-i1-0")
-	if spec, _ := tk.rt.spec("uid-init-i1-0"); spec.Labels[labelInit] != "true" {
+	assertCalls(t, tk.rt.Took("create"), "create uid-init-i1-0")
+	if spec, _ := tk.rt.Spec("uid-init-i1-0"); spec.Labels[labelInit] != "true" {
 		t.Errorf("init container labels %v, want %s=true", spec.Labels, labelInit)
 	}
 	st := tk.apiPod(t, pod).Status
@@ -123,15 +123,15 @@ func TestInitContainersRunInOrderBeforeAppContainers(t *testing.T) {
 
 	// Still running: the second waits.
 	tk.sync(t, w, pod)
-	assertCalls(t, tk.rt.took("create"))
+	assertCalls(t, tk.rt.Took("create"))
 
-	tk.rt.exit(t, "uid-init-i1-0", 0)
+	exitContainer(t, tk.rt, "uid-init-i1-0", 0)
 	tk.sync(t, w, pod)
-	assertCalls(t, tk.rt.took("create"), "create uid-init-i2-0")
+	assertCalls(t, tk.rt.Took("create"), "create uid-init-i2-0")
 
-	tk.rt.exit(t, "uid-init-i2-0", 0)
+	exitContainer(t, tk.rt, "uid-init-i2-0", 0)
 	tk.sync(t, w, pod)
-	assertCalls(t, tk.rt.took("create"), "create uid-init-app-0")
+	assertCalls(t, tk.rt.Took("create"), "create uid-init-app-0")
 	st = tk.apiPod(t, pod).Status
 	if podCond(st, corev1.PodInitialized) != corev1.ConditionTrue {
 		t.Fatalf("Initialized %s after both init containers succeeded", podCond(st, corev1.PodInitialized))
@@ -145,10 +145,10 @@ func TestFailedInitContainerUnderNeverFailsThePod(t *testing.T) {
 	tk := newTestKubelet(t, pod)
 	w := tk.worker(t, pod)
 	tk.sync(t, w, pod)
-	tk.rt.exit(t, "uid-initfail-i-0", 1)
+	exitContainer(t, tk.rt, "uid-initfail-i-0", 1)
 	tk.sync(t, w, pod)
 	tk.sync(t, w, pod)
-	assertCalls(t, tk.rt.took("create"), "create uid-initfail-i-0")
+	assertCalls(t, tk.rt.Took("create"), "create uid-initfail-i-0")
 	if ph := tk.apiPod(t, pod).Status.Phase; ph != corev1.PodFailed {
 		t.Fatalf("phase %s, want Failed", ph)
 	}
@@ -174,14 +174,14 @@ func TestRestartPolicyAfterExit(t *testing.T) {
 			tk := newTestKubelet(t, pod)
 			w := tk.worker(t, pod)
 			tk.sync(t, w, pod)
-			tk.rt.took()
-			tk.rt.exit(t, "uid-job-c-0", tc.code)
+			tk.rt.Took()
+			exitContainer(t, tk.rt, "uid-job-c-0", tc.code)
 			tk.sync(t, w, pod)
 			var want []string
 			if tc.restart {
 				want = []string{"create uid-job-c-1", "start uid-job-c-1"}
 			}
-			assertCalls(t, tk.rt.took("create", "start"), want...)
+			assertCalls(t, tk.rt.Took("create", "start"), want...)
 			st := tk.apiPod(t, pod).Status
 			if st.Phase != tc.phase {
 				t.Fatalf("phase %s, want %s", st.Phase, tc.phase)
@@ -203,12 +203,12 @@ func TestCrashLoopBackOff(t *testing.T) {
 	tk := newTestKubelet(t, pod)
 	w := tk.worker(t, pod)
 	tk.sync(t, w, pod)
-	tk.rt.exit(t, "uid-crash-c-0", 1)
+	exitContainer(t, tk.rt, "uid-crash-c-0", 1)
 	tk.sync(t, w, pod) // the first restart is immediate
-	tk.rt.took()
-	tk.rt.exit(t, "uid-crash-c-1", 1)
+	tk.rt.Took()
+	exitContainer(t, tk.rt, "uid-crash-c-1", 1)
 	tk.sync(t, w, pod)
-	assertCalls(t, tk.rt.took("create", "start"))
+	assertCalls(t, tk.rt.Took("create", "start"))
 	cs := containerStatus(t, tk.apiPod(t, pod).Status.ContainerStatuses, "c")
 	if cs.State.Waiting == nil || cs.State.Waiting.Reason != "CrashLoopBackOff" || !strings.Contains(cs.State.Waiting.Message, "back-off 10s") {
 		t.Fatalf("state %+v, want waiting CrashLoopBackOff back-off 10s", cs.State)
@@ -217,7 +217,7 @@ func TestCrashLoopBackOff(t *testing.T) {
 		t.Fatalf("status %+v, want restartCount 1 with the last exit", cs)
 	}
 	// Only the previous instance is kept for lastState and logs --previous.
-	if _, ok := tk.rt.spec("uid-crash-c-0"); !ok {
+	if _, ok := tk.rt.Spec("uid-crash-c-0"); !ok {
 		t.Fatal("spec of attempt 0 lost")
 	}
 	if _, err := tk.rt.ContainerStatus(t.Context(), "uid-crash-c-0"); err != nil {
@@ -251,16 +251,16 @@ func TestRestartBackoffDoublesUpToMaxAndResets(t *testing.T) {
 func TestImagePullFailureBacksOff(t *testing.T) {
 	pod := testPod("pull", "c")
 	tk := newTestKubelet(t, pod)
-	tk.rt.pullErr["img-c"] = &runtime.PullError{Reason: "ErrImagePull", Message: "no such image"}
+	tk.rt.FailPull("img-c", &runtime.PullError{Reason: "ErrImagePull", Message: "no such image"})
 	w := tk.worker(t, pod)
 	tk.sync(t, w, pod)
 	cs := containerStatus(t, tk.apiPod(t, pod).Status.ContainerStatuses, "c")
 	if cs.State.Waiting == nil || cs.State.Waiting.Reason != "ErrImagePull" {
 		t.Fatalf("state %+v, want waiting ErrImagePull", cs.State)
 	}
-	tk.rt.took()
+	tk.rt.Took()
 	tk.sync(t, w, pod)
-	assertCalls(t, tk.rt.took("pull"))
+	assertCalls(t, tk.rt.Took("pull"))
 	cs = containerStatus(t, tk.apiPod(t, pod).Status.ContainerStatuses, "c")
 	if cs.State.Waiting == nil || cs.State.Waiting.Reason != "ImagePullBackOff" {
 		t.Fatalf("state %+v, want waiting ImagePullBackOff", cs.State)
@@ -270,10 +270,10 @@ func TestImagePullFailureBacksOff(t *testing.T) {
 func TestRunningContainersAreAdoptedNotRestarted(t *testing.T) {
 	pod := testPod("adopt", "c")
 	tk := newTestKubelet(t, pod)
-	id := tk.rt.adopt(pod, "c", 3)
+	id := adopt(tk.rt, pod, "c", 3)
 	w := tk.worker(t, pod)
 	tk.sync(t, w, pod)
-	assertCalls(t, tk.rt.took("create", "start", "stop", "remove"))
+	assertCalls(t, tk.rt.Took("create", "start", "stop", "remove"))
 	cs := containerStatus(t, tk.apiPod(t, pod).Status.ContainerStatuses, "c")
 	if cs.State.Running == nil || cs.ContainerID != "containerd://"+id || cs.RestartCount != 3 {
 		t.Fatalf("status %+v, want the adopted instance running with restartCount 3", cs)
@@ -287,10 +287,10 @@ func TestHostNetworkPodGetsNoSandboxNetNS(t *testing.T) {
 	w := tk.worker(t, pod)
 	tk.sync(t, w, pod)
 	tk.sync(t, w, pod)
-	if len(tk.net.setups) != 0 {
-		t.Fatalf("a hostNetwork pod got sandboxes %v", tk.net.setups)
+	if len(tk.net.Setups()) != 0 {
+		t.Fatalf("a hostNetwork pod got sandboxes %v", tk.net.Setups())
 	}
-	spec, ok := tk.rt.spec("uid-host-c-0")
+	spec, ok := tk.rt.Spec("uid-host-c-0")
 	if !ok || spec.NetNSPath != "" {
 		t.Fatalf("container spec netns %q (created %v), want the host's", spec.NetNSPath, ok)
 	}
@@ -305,18 +305,18 @@ func TestDeletedPodIsTornDown(t *testing.T) {
 	tk := newTestKubelet(t, pod)
 	w := tk.worker(t, pod)
 	tk.sync(t, w, pod)
-	tk.rt.took()
+	tk.rt.Took()
 	if !w.sync(pod, true) {
 		t.Fatal("sync of a deleted pod does not finish the worker")
 	}
-	stops := tk.rt.took("stop", "remove")
+	stops := tk.rt.Took("stop", "remove")
 	slices.Sort(stops)
 	assertCalls(t, stops, "remove uid-gone-a-0", "remove uid-gone-b-0", "stop uid-gone-a-0 2s", "stop uid-gone-b-0 2s")
 	if left, _ := tk.rt.ListContainers(t.Context(), nil); len(left) != 0 {
 		t.Fatalf("containers left: %+v", left)
 	}
-	if !slices.Equal(tk.net.teardowns, []string{"uid-gone"}) {
-		t.Fatalf("teardowns %v, want uid-gone", tk.net.teardowns)
+	if !slices.Equal(tk.net.Teardowns(), []string{"uid-gone"}) {
+		t.Fatalf("teardowns %v, want uid-gone", tk.net.Teardowns())
 	}
 	if _, err := os.Stat(tk.podDir(pod.UID)); !os.IsNotExist(err) {
 		t.Fatalf("pod dir still there: %v", err)
@@ -329,7 +329,7 @@ func TestTerminatingPodIsStoppedAndDeletionConfirmed(t *testing.T) {
 	tk := newTestKubelet(t, pod)
 	w := tk.worker(t, pod)
 	tk.sync(t, w, pod)
-	tk.rt.took()
+	tk.rt.Took()
 
 	terminating := tk.apiPod(t, pod)
 	terminating.DeletionTimestamp = &metav1.Time{Time: time.Now()}
@@ -337,9 +337,9 @@ func TestTerminatingPodIsStoppedAndDeletionConfirmed(t *testing.T) {
 	if !w.sync(terminating, false) {
 		t.Fatal("termination did not finish the pod")
 	}
-	assertCalls(t, tk.rt.took("stop", "remove"), "stop uid-term-c-0 0s", "remove uid-term-c-0")
-	if !slices.Equal(tk.net.teardowns, []string{"uid-term"}) {
-		t.Fatalf("teardowns %v", tk.net.teardowns)
+	assertCalls(t, tk.rt.Took("stop", "remove"), "stop uid-term-c-0 0s", "remove uid-term-c-0")
+	if !slices.Equal(tk.net.Teardowns(), []string{"uid-term"}) {
+		t.Fatalf("teardowns %v", tk.net.Teardowns())
 	}
 	if _, err := tk.client.CoreV1().Pods("default").Get(t.Context(), "term", metav1.GetOptions{}); err == nil {
 		t.Fatal("the pod's deletion was not confirmed")
@@ -367,14 +367,14 @@ func TestNeedsSyncIgnoresStatusOnlyChanges(t *testing.T) {
 func TestOrphansOfPodsDeletedWhileDownAreRemoved(t *testing.T) {
 	kept := testPod("kept", "c")
 	tk := newTestKubelet(t, kept)
-	keptID := tk.rt.adopt(kept, "c", 0)
-	orphanID := tk.rt.adopt(testPod("orphan", "c"), "c", 0)
+	keptID := adopt(tk.rt, kept, "c", 0)
+	orphanID := adopt(tk.rt, testPod("orphan", "c"), "c", 0)
 	tk.removeOrphans(t.Context())
-	assertCalls(t, tk.rt.took("stop", "remove"), "stop "+orphanID+" 0s", "remove "+orphanID)
+	assertCalls(t, tk.rt.Took("stop", "remove"), "stop "+orphanID+" 0s", "remove "+orphanID)
 	if _, err := tk.rt.ContainerStatus(t.Context(), keptID); err != nil {
 		t.Fatalf("the kept pod's container went: %v", err)
 	}
-	if len(tk.net.recovered) != 1 || !tk.net.recovered["uid-kept"] {
-		t.Fatalf("network recovered with %v, want only uid-kept", tk.net.recovered)
+	if len(tk.net.Recovered()) != 1 || !tk.net.Recovered()["uid-kept"] {
+		t.Fatalf("network recovered with %v, want only uid-kept", tk.net.Recovered())
 	}
 }

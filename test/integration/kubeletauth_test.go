@@ -2,10 +2,7 @@ package integration
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"net/http"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,104 +19,9 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/kelp-project/kelp/agent/kubelet"
-	"github.com/kelp-project/kelp/runtime"
+	"github.com/kelp-project/kelp/agent/kubelet/kubelettest"
 	"github.com/kelp-project/kelp/server/pki"
 )
-
-// memRuntime is a container runtime in memory: containers start and run
-// until stopped. The kubelet under test needs nothing else of containerd.
-type memRuntime struct {
-	mu         sync.Mutex
-	containers map[string]*runtime.ContainerStatus
-	specs      map[string]runtime.ContainerSpec
-	exits      chan string
-}
-
-func (r *memRuntime) Version(context.Context) (string, error) { return "2.1.0", nil }
-func (r *memRuntime) EnsureImage(_ context.Context, ref string, _ corev1.PullPolicy) (runtime.Image, error) {
-	return runtime.Image{Ref: "docker.io/library/" + ref, ID: "sha256:" + ref}, nil
-}
-func (r *memRuntime) CreateContainer(_ context.Context, spec runtime.ContainerSpec) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.containers[spec.ID] = &runtime.ContainerStatus{ID: spec.ID, Labels: spec.Labels, State: runtime.StateCreated, CreatedAt: time.Now()}
-	r.specs[spec.ID] = spec
-	return nil
-}
-func (r *memRuntime) StartContainer(_ context.Context, id string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	c, ok := r.containers[id]
-	if !ok {
-		return fmt.Errorf("%w: %s", runtime.ErrNotFound, id)
-	}
-	c.State, c.StartedAt = runtime.StateRunning, time.Now()
-	return nil
-}
-func (r *memRuntime) StopContainer(_ context.Context, id string, _ time.Duration) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if c, ok := r.containers[id]; ok && c.State == runtime.StateRunning {
-		c.State, c.ExitCode, c.FinishedAt = runtime.StateExited, 137, time.Now()
-	}
-	return nil
-}
-func (r *memRuntime) RemoveContainer(_ context.Context, id string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.containers, id)
-	return nil
-}
-func (r *memRuntime) ContainerStatus(_ context.Context, id string) (runtime.ContainerStatus, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	c, ok := r.containers[id]
-	if !ok {
-		return runtime.ContainerStatus{}, fmt.Errorf("%w: %s", runtime.ErrNotFound, id)
-	}
-	return *c, nil
-}
-func (r *memRuntime) ListContainers(_ context.Context, labels map[string]string) ([]runtime.ContainerStatus, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []runtime.ContainerStatus
-next:
-	for _, c := range r.containers {
-		for k, v := range labels {
-			if c.Labels[k] != v {
-				continue next
-			}
-		}
-		out = append(out, *c)
-	}
-	return out, nil
-}
-func (r *memRuntime) Exits() <-chan string { return r.exits }
-func (r *memRuntime) Exec(context.Context, string, []string, io.Reader, io.Writer, io.Writer, bool) (int, error) {
-	return 0, nil
-}
-
-// specEnv is the env of the container named name.
-func (r *memRuntime) specEnv(name string) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, s := range r.specs {
-		if s.Labels["io.kubernetes.container.name"] == name {
-			return s.Env
-		}
-	}
-	return nil
-}
-
-// memNetwork gives every pod the same address and no real namespace.
-type memNetwork struct{}
-
-func (memNetwork) Setup(uid string) (string, netip.Addr, error) {
-	return "/nonexistent/netns/" + uid, netip.MustParseAddr("10.42.0.9"), nil
-}
-func (memNetwork) Teardown(string) error                   { return nil }
-func (memNetwork) Recover(map[string]bool) error           { return nil }
-func (memNetwork) InNetNS(_ string, fn func() error) error { return fn() }
 
 // refusals counts the API's 403s to a client.
 type refusals struct {
@@ -167,10 +69,10 @@ func TestKubeletRunsPodsUnderNodeCredentials(t *testing.T) {
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: "n1"})
 
-	rt := &memRuntime{containers: map[string]*runtime.ContainerStatus{}, specs: map[string]runtime.ContainerSpec{}, exits: make(chan string, 16)}
+	rt := kubelettest.NewRuntime()
 	dataDir := t.TempDir()
 	k := kubelet.New(kubelet.Config{NodeName: "n1", NodeIP: "127.0.0.1", DataDir: dataDir, LogRoot: t.TempDir(), ClusterDNS: "10.43.0.10",
-		ClientCA: ca.CertPEM, NewNetwork: func(string) (kubelet.Network, error) { return memNetwork{}, nil }}, n1, rt, recorder)
+		ClientCA: ca.CertPEM, NewNetwork: func(string) (kubelet.Network, error) { return kubelettest.NewNetwork("10.42.0.9"), nil }}, n1, rt, recorder)
 	done := make(chan error, 1)
 	go func() { done <- k.Run(ctx) }()
 
@@ -233,7 +135,8 @@ func TestKubeletRunsPodsUnderNodeCredentials(t *testing.T) {
 	if data, err := os.ReadFile(filepath.Join(dataDir, "pods", string(created.UID), "volumes", "creds", "password")); err != nil || string(data) != "hunter2" {
 		t.Errorf("secret volume: %q %v", data, err)
 	}
-	if env := strings.Join(rt.specEnv("app"), " "); !strings.Contains(env, "MODE=fast") {
+	spec, _ := rt.SpecOf("app")
+	if env := strings.Join(spec.Env, " "); !strings.Contains(env, "MODE=fast") {
 		t.Errorf("env %s lacks MODE=fast", env)
 	}
 	waitFor("a kubelet Event", 10*time.Second, func() bool {
