@@ -16,6 +16,7 @@ import (
 // "<RFC3339Nano> <stdout|stderr> <F|P> <content>".
 type criLine struct {
 	ts      time.Time
+	stderr  bool
 	partial bool
 	content []byte
 }
@@ -30,11 +31,27 @@ func parseCRILine(b []byte) (criLine, bool) {
 	if err != nil {
 		return criLine{}, false
 	}
-	l := criLine{ts: ts, partial: string(f[2]) == "P"}
+	l := criLine{ts: ts, stderr: string(f[1]) == "stderr", partial: string(f[2]) == "P"}
 	if len(f) == 4 {
 		l.content = f[3]
 	}
 	return l, true
+}
+
+// nextLine reads the next complete line of a CRI log file. A line still
+// being written is left unread (the reader is rewound to its start), so a
+// follower reads it whole once the logger finishes it; ok is false then
+// and at the end of the file.
+func nextLine(f *os.File, br *bufio.Reader) (line []byte, ok bool) {
+	b, _ := br.ReadBytes('\n')
+	if len(b) > 0 && b[len(b)-1] == '\n' {
+		return b, true
+	}
+	if len(b) > 0 {
+		_, _ = f.Seek(-int64(len(b)), io.SeekCurrent)
+		br.Reset(f)
+	}
+	return nil, false
 }
 
 // logOptions are the containerLogs query parameters (those of
@@ -102,19 +119,9 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 	// The existing content, with tailLines applied.
 	br := bufio.NewReader(f)
 	var lines []criLine
-	for {
-		b, err := br.ReadBytes('\n')
-		if len(b) > 0 && b[len(b)-1] == '\n' {
-			if l, ok := parseCRILine(b); ok {
-				lines = append(lines, l)
-			}
-		} else if len(b) > 0 {
-			// A line still being written: read it again when following.
-			_, _ = f.Seek(-int64(len(b)), io.SeekCurrent)
-			br.Reset(f)
-		}
-		if err != nil {
-			break
+	for b, ok := nextLine(f, br); ok; b, ok = nextLine(f, br) {
+		if l, ok := parseCRILine(b); ok {
+			lines = append(lines, l)
 		}
 	}
 	if o.tail >= 0 {
@@ -146,18 +153,12 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 	// Follow: poll for new lines until the container stops (and its last
 	// lines are out) or the client goes away.
 	for {
-		b, err := br.ReadBytes('\n')
-		if len(b) > 0 && b[len(b)-1] == '\n' {
+		if b, ok := nextLine(f, br); ok {
 			if l, ok := parseCRILine(b); ok && !write(l, &pending) {
 				return
 			}
 			continue
 		}
-		if len(b) > 0 {
-			_, _ = f.Seek(-int64(len(b)), io.SeekCurrent)
-			br.Reset(f)
-		}
-		_ = err
 		if fl, ok := w.(http.Flusher); ok {
 			fl.Flush()
 		}
@@ -249,11 +250,10 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 	defer conn.Close()
 	br := bufio.NewReader(f)
 	for {
-		b, err := br.ReadBytes('\n')
-		if len(b) > 0 && b[len(b)-1] == '\n' {
+		if b, ok := nextLine(f, br); ok {
 			if l, ok := parseCRILine(b); ok {
 				out := streams[1]
-				if f := bytes.SplitN(b, []byte(" "), 3); len(f) > 1 && string(f[1]) == "stderr" {
+				if l.stderr {
 					out = streams[2]
 				}
 				line := l.content
@@ -266,11 +266,6 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 			}
 			continue
 		}
-		if len(b) > 0 {
-			_, _ = f.Seek(-int64(len(b)), io.SeekCurrent)
-			br.Reset(f)
-		}
-		_ = err
 		if st, err := s.runtime.ContainerStatus(r.Context(), c.ID); err != nil || st.State != runtime.StateRunning {
 			_, _ = streams[3].Write([]byte(`{"metadata":{},"status":"Success"}`))
 			return
