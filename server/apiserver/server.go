@@ -22,9 +22,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -185,57 +183,6 @@ func (g storeGetter) Get(ctx context.Context, namespace, name string) (runtime.O
 		}
 	}
 	return sv.store.Get(ctx, key)
-}
-
-// nodeObjects is the Node authorizer's view of pods and claims: the
-// watch caches, as admission's getter reads them.
-type nodeObjects struct{ s *Server }
-
-var podsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
-
-func (n nodeObjects) PodsOnNode(namespace, node string) ([]*corev1.Pod, error) {
-	sv, ok := n.s.resources[podsGVR]
-	if !ok {
-		return nil, fmt.Errorf("pods are not served")
-	}
-	// resourceVersion 0 is served from the watch cache, never from etcd:
-	// a node asking for objects it has no claim to costs no etcd read.
-	res, err := sv.store.List(context.Background(), storage.ListOptions{Namespace: namespace, ResourceVersion: "0",
-		Predicate: storage.Predicate{Attrs: sv.Attrs, Field: fields.OneTermEqualSelector("spec.nodeName", node)}})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*corev1.Pod, 0, len(res.Items))
-	for _, obj := range res.Items {
-		if p, ok := obj.(*corev1.Pod); ok {
-			out = append(out, p)
-		}
-	}
-	return out, nil
-}
-
-func (n nodeObjects) Pod(namespace, name string) (*corev1.Pod, error) {
-	obj, err := n.s.getter(podsGVR).Get(context.Background(), namespace, name)
-	if err != nil {
-		return nil, err
-	}
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return nil, fmt.Errorf("pods: unexpected %T", obj)
-	}
-	return p, nil
-}
-
-func (n nodeObjects) PersistentVolumeClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error) {
-	obj, err := n.s.getter(schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}).Get(context.Background(), namespace, name)
-	if err != nil {
-		return nil, err
-	}
-	c, ok := obj.(*corev1.PersistentVolumeClaim)
-	if !ok {
-		return nil, fmt.Errorf("persistentvolumeclaims: unexpected %T", obj)
-	}
-	return c, nil
 }
 
 // Compactor exposes etcd compaction (tests and benchmarks trigger it).
