@@ -38,13 +38,7 @@ type Config struct {
 	DataDir  string // <data-dir>; the agent uses <data-dir>/agent
 	NodeName string
 	NodeIP   string
-	// ControlPlane marks the agent `kelp server` runs on its own machine.
-	// The agent itself does nothing with it: NodeRestriction forbids a
-	// kubelet to give its node a role, so the server labels its own node
-	// node-role.kubernetes.io/control-plane (server/nodelabel.go), as k3s
-	// does.
-	ControlPlane bool
-	Version      string
+	Version  string
 	// ContainerRuntimeEndpoint uses an existing containerd instead of a
 	// supervised one.
 	ContainerRuntimeEndpoint string

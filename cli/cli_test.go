@@ -315,7 +315,7 @@ func TestLocalAgent(t *testing.T) {
 	cfg.DataDir, cfg.ClusterCIDR = "/data", "10.99.0.0/16"
 	s := &server.Server{NodeName: "node-a", AdvertiseAddress: "192.0.2.1"}
 	ac := localAgent(wantAgent, cfg, s)
-	if ac.DataDir != "/data" || ac.NodeName != "node-a" || !ac.ControlPlane || ac.NodeIP != "192.0.2.1" ||
+	if ac.DataDir != "/data" || ac.NodeName != "node-a" || ac.NodeIP != "192.0.2.1" ||
 		ac.ClusterCIDR != "10.99.0.0/16" || ac.ClusterDNS != "10.43.0.10" || ac.ClusterDomain != "cluster.local" || ac.RunDir != "/run/kelp" {
 		t.Errorf("local agent %+v", ac)
 	}

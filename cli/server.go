@@ -140,7 +140,7 @@ func runServer(ctx context.Context, o *serverOptions) error {
 // localAgent completes the local agent's config from the server's: the
 // same data dir, node and cluster networks, on a control-plane node.
 func localAgent(ac agent.Config, cfg server.Config, s *server.Server) agent.Config {
-	ac.DataDir, ac.NodeName, ac.ControlPlane = cfg.DataDir, s.NodeName, true
+	ac.DataDir, ac.NodeName = cfg.DataDir, s.NodeName
 	ac.ClusterCIDR, ac.ClusterDNS, ac.ClusterDomain = cfg.ClusterCIDR, cfg.ClusterDNS, cfg.ClusterDomain
 	if ac.NodeIP == "" {
 		ac.NodeIP = s.AdvertiseAddress
