@@ -118,12 +118,24 @@ func (o *agentOptions) validate() error {
 
 // joined takes the cluster's settings from the server, so that agents
 // repeat none of its flags, and the kubelet's serving certificate.
+// A flag the user changed from its default and the server's value
+// disagrees with is named in a warning: the server's wins, since every
+// node must agree on the networks.
 func joined(ac *agent.Config, res *agentjoin.Result) {
 	s := res.Settings
-	ac.ClusterCIDR, ac.ClusterDNS, ac.ClusterDomain = s.ClusterCIDR, s.ClusterDNS, s.ClusterDomain
-	if s.FlannelBackend != "" {
-		ac.NodeNetwork = s.FlannelBackend
+	take := func(flag string, dst *string, def, server string) {
+		if server == "" {
+			return
+		}
+		if *dst != def && *dst != server {
+			logrus.Warnf("--%s %s is ignored: the server's is %s", flag, *dst, server)
+		}
+		*dst = server
 	}
+	take("cluster-cidr", &ac.ClusterCIDR, config.ClusterCIDR, s.ClusterCIDR)
+	take("cluster-dns", &ac.ClusterDNS, config.ClusterDNS, s.ClusterDNS)
+	take("cluster-domain", &ac.ClusterDomain, config.ClusterDomain, s.ClusterDomain)
+	take("flannel-backend", &ac.NodeNetwork, config.NodeNetwork, s.FlannelBackend)
 	ac.KubeletServingCertFile, ac.KubeletServingKeyFile = res.ServingCertFile, res.ServingKeyFile
 }
 

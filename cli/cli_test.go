@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	agentjoin "github.com/kelp-project/kelp/agent/join"
+	"github.com/kelp-project/kelp/config"
+	"github.com/kelp-project/kelp/server/join"
+
 	urfave "github.com/urfave/cli/v2"
 	"k8s.io/component-base/version"
 
@@ -323,5 +327,19 @@ func TestLocalAgent(t *testing.T) {
 	withIP.NodeIP = "192.0.2.9"
 	if ac := localAgent(withIP, cfg, s); ac.NodeIP != "192.0.2.9" {
 		t.Errorf("--node-ip replaced by the advertise address: %q", ac.NodeIP)
+	}
+}
+
+// TestJoinedTakesTheServersSettings: an agent joining repeats none of the
+// server's network flags; the server's values replace the agent's.
+func TestJoinedTakesTheServersSettings(t *testing.T) {
+	ac := wantAgent
+	ac.ClusterCIDR, ac.ClusterDNS, ac.ClusterDomain = "10.99.0.0/16", config.ClusterDNS, config.ClusterDomain
+	res := &agentjoin.Result{Settings: join.Settings{ClusterCIDR: "10.42.0.0/16", ClusterDNS: "10.43.0.20", ClusterDomain: "example.local", FlannelBackend: "host-gw"},
+		ServingCertFile: "/c.crt", ServingKeyFile: "/c.key"}
+	joined(&ac, res)
+	if ac.ClusterCIDR != "10.42.0.0/16" || ac.ClusterDNS != "10.43.0.20" || ac.ClusterDomain != "example.local" || ac.NodeNetwork != "host-gw" ||
+		ac.KubeletServingCertFile != "/c.crt" || ac.KubeletServingKeyFile != "/c.key" {
+		t.Errorf("after join: %+v", ac)
 	}
 }
