@@ -6,6 +6,7 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -204,15 +205,7 @@ func (c *cluster) waitNodeReady() {
 	c.t.Helper()
 	c.waitFor(60*time.Second, "the node Ready", func() bool {
 		l, err := c.cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
-		if err != nil || len(l.Items) != 1 {
-			return false
-		}
-		for _, cond := range l.Items[0].Status.Conditions {
-			if cond.Type == corev1.NodeReady {
-				return cond.Status == corev1.ConditionTrue
-			}
-		}
-		return false
+		return err == nil && len(l.Items) == 1 && nodeReady(&l.Items[0])
 	})
 }
 
@@ -253,6 +246,27 @@ func (c *cluster) mustKubectl(args ...string) string {
 	return out
 }
 
+// portForward runs `kubectl port-forward target :port` until the test
+// ends and returns the local address it listens on.
+func (c *cluster) portForward(target string, port int) string {
+	c.t.Helper()
+	pf := exec.Command(kelpBin, "kubectl", "--kubeconfig", c.kubeconfig, "port-forward", target, fmt.Sprintf(":%d", port))
+	out, err := pf.StdoutPipe()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	pf.Stderr = pf.Stdout
+	if err := pf.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { _ = pf.Process.Kill(); _ = pf.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "Forwarding from 127.0.0.1:") {
+		c.t.Fatalf("port-forward %s: %v %q", target, err, line)
+	}
+	return strings.Fields(strings.TrimPrefix(line, "Forwarding from "))[0]
+}
+
 func (c *cluster) pod(name string) *corev1.Pod {
 	c.t.Helper()
 	p, err := c.cs.CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
@@ -281,8 +295,9 @@ func (c *cluster) livePods(selector string) []corev1.Pod {
 // backend per connection, so reusing one would pin every request.
 var httpClient = &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
 
-func httpGet(url string) (string, error) {
-	client := httpClient
+func httpGet(url string) (string, error) { return getWith(httpClient, url) }
+
+func getWith(client *http.Client, url string) (string, error) {
 	resp, err := client.Get(url)
 	if err != nil {
 		return "", err

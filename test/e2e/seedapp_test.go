@@ -1,14 +1,14 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"k8s.io/utils/ptr"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/utils/ptr"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -91,21 +91,7 @@ func TestSeedApp(t *testing.T) {
 		t.Errorf("logs --timestamps: %q", out)
 	}
 	// port-forward: a local port reaches the pod's port 8000.
-	pf := exec.Command(kelpBin, "kubectl", "--kubeconfig", c.kubeconfig, "port-forward", "pod/"+pods[2].Name, ":8000")
-	pfOut, err := pf.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pf.Stderr = pf.Stdout
-	if err := pf.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = pf.Process.Kill(); _ = pf.Wait() }()
-	line, err := bufio.NewReader(pfOut).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "Forwarding from 127.0.0.1:") {
-		t.Fatalf("port-forward: %v %q", err, line)
-	}
-	local := strings.Fields(strings.TrimPrefix(line, "Forwarding from "))[0]
+	local := c.portForward("pod/"+pods[2].Name, 8000)
 	if body, err := httpGet("http://" + local + "/"); err != nil || !strings.Contains(body, "Hello from "+pods[2].Name) {
 		t.Errorf("through port-forward %s: %v %q", local, err, body)
 	}

@@ -1,0 +1,331 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kelp-project/kelp/test/lab"
+)
+
+// The node-death flags of the lab in TestMultiNode, seed 000's timeline
+// scaled down (upstream: 5 s, 40-50 s, 300 s; the benchmark measures those).
+const (
+	labMonitorPeriod = time.Second
+	labGrace         = 20 * time.Second
+	labToleration    = 10 * time.Second
+)
+
+// startLab brings up scripts/lab.sh's cluster of n nodes, and takes it
+// down at the end, checking that the host is as it was. The returned
+// cluster is the lab's admin view, for the kubectl helpers.
+func startLab(t *testing.T, n int, serverArgs ...string) (*lab.Lab, *cluster) {
+	t.Helper()
+	clusterMu.Lock()
+	before := lab.HostState()
+	dir := t.TempDir()
+	l, err := lab.Up(n, lab.Options{Bin: kelpBin, Images: filepath.Dir(imageTars[0]), Dir: filepath.Join(dir, "lab"), ServerArgs: serverArgs})
+	if err != nil {
+		clusterMu.Unlock()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, node := range l.Nodes() {
+				t.Logf("%s log (tail):\n%s", node, l.LogTail(node, 40))
+			}
+		}
+		if err := l.Down(); err != nil {
+			t.Error(err)
+		}
+		if after := lab.HostState(); after != before {
+			t.Errorf("lab.sh down left the host changed:\nbefore:\n%s\nafter:\n%s", before, after)
+		}
+		clusterMu.Unlock()
+	})
+	return l, &cluster{t: t, dataDir: dir, kubeconfig: l.Kubeconfig, config: l.Config, cs: l.Client}
+}
+
+// labGet sends a request from inside a lab node.
+func labGet(l *lab.Lab, node, url string) (string, error) {
+	return getWith(l.HTTPClient(node, 3*time.Second), url)
+}
+
+// Three nodes joined by token (a server and two agents, each in its own
+// network namespace with its own containerd), the seed app spread over
+// them and reachable every way the seeds name; node credentials limited;
+// refused joins; then a node dies and comes back, on seed 000's timeline.
+func TestMultiNode(t *testing.T) {
+	l, c := startLab(t, 3, "--node-monitor-period", labMonitorPeriod.String(), "--node-monitor-grace-period", labGrace.String(),
+		"--default-not-ready-toleration-seconds", fmt.Sprint(int(labToleration.Seconds())),
+		"--default-unreachable-toleration-seconds", fmt.Sprint(int(labToleration.Seconds())))
+	ctx := context.Background()
+	names := l.Nodes()
+	if strings.Join(names, " ") != "node-1 node-2 node-3" {
+		t.Fatalf("lab nodes %v", names)
+	}
+
+	nodes, err := c.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil || len(nodes.Items) != 3 {
+		t.Fatalf("nodes: %v (%d)", err, len(nodes.Items))
+	}
+	cidrs := map[string]bool{}
+	for _, n := range nodes.Items {
+		var ip string
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				ip = a.Address
+			}
+		}
+		if ip != l.IP(n.Name) || n.Spec.PodCIDR == "" || cidrs[n.Spec.PodCIDR] || !nodeReady(&n) {
+			t.Errorf("node %s: InternalIP %q (lab %s), podCIDR %q, Ready %v", n.Name, ip, l.IP(n.Name), n.Spec.PodCIDR, nodeReady(&n))
+		}
+		cidrs[n.Spec.PodCIDR] = true
+	}
+	wide := c.mustKubectl("get", "nodes", "-o", "wide")
+	for _, n := range names {
+		if !strings.Contains(wide, n) || !strings.Contains(wide, l.IP(n)) {
+			t.Errorf("kubectl get nodes -o wide lacks %s (%s):\n%s", n, l.IP(n), wide)
+		}
+	}
+
+	c.apply(t, seedDeployment+"---\n"+seedService+"---\n"+nodePortService)
+	c.mustKubectl("rollout", "status", "deployment/container-lab", "--timeout=90s")
+	pods := c.livePods("app=container-lab")
+	on := map[string]corev1.Pod{}
+	for _, p := range pods {
+		on[p.Spec.NodeName] = p
+	}
+	if len(pods) != 3 || len(on) != 3 {
+		t.Fatalf("the seed Deployment did not spread 1/1/1:\n%s", c.mustKubectl("get", "pods", "-o", "wide"))
+	}
+
+	t.Run("pod IPs from every node", func(t *testing.T) {
+		for _, node := range names {
+			for _, p := range pods {
+				if body, err := labGet(l, node, "http://"+p.Status.PodIP+":8000/"); err != nil || !strings.Contains(body, "Hello from "+p.Name) {
+					t.Errorf("%s → %s (%s on %s): %v %q", node, p.Status.PodIP, p.Name, p.Spec.NodeName, err, body)
+				}
+			}
+		}
+	})
+	t.Run("pod to pod across nodes, source IP kept", func(t *testing.T) {
+		for _, from := range pods {
+			for _, to := range pods {
+				if from.Spec.NodeName == to.Spec.NodeName {
+					continue
+				}
+				out, err := c.kubectl("exec", from.Name, "--", "wget", "-qO-", "http://"+to.Status.PodIP+":8000/")
+				if err != nil || !strings.Contains(out, "Hello from "+to.Name) {
+					t.Errorf("%s (%s) → %s (%s): %v %q", from.Name, from.Spec.NodeName, to.Name, to.Spec.NodeName, err, out)
+				}
+				// No masquerade between pods: the server logs the client's pod IP.
+				if logs := c.mustKubectl("logs", to.Name); !strings.Contains(logs, from.Status.PodIP+":") {
+					t.Errorf("%s saw no request from %s's IP %s:\n%s", to.Name, from.Name, from.Status.PodIP, logs)
+				}
+			}
+		}
+	})
+	svc, err := c.cs.CoreV1().Services("default").Get(ctx, "container-lab", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("ClusterIP from every node", func(t *testing.T) {
+		for _, node := range names {
+			seen := spread(t, 30, func() (string, error) { return labGet(l, node, "http://"+svc.Spec.ClusterIP+"/") })
+			if len(seen) != 3 {
+				t.Errorf("ClusterIP from %s reached %v, want all 3 pods", node, seen)
+			}
+		}
+	})
+	t.Run("Service name from a pod on an agent node", func(t *testing.T) {
+		out := c.mustKubectl("exec", on["node-2"].Name, "--", "sh", "-c", "for i in $(seq 30); do wget -qO- http://container-lab/; echo; done")
+		seen := map[string]bool{}
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			if f := strings.Fields(line); len(f) > 2 {
+				seen[f[2]] = true
+			}
+		}
+		if len(seen) != 3 {
+			t.Errorf("container-lab by name from node-2 reached %v, want all 3 pods:\n%s", seen, out)
+		}
+	})
+	t.Run("NodePort on every node's address", func(t *testing.T) {
+		np, err := c.cs.CoreV1().Services("default").Get(ctx, "container-lab-np", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, node := range names {
+			url := fmt.Sprintf("http://%s:%d/", l.IP(node), np.Spec.Ports[0].NodePort)
+			seen := spread(t, 30, func() (string, error) { return httpGet(url) })
+			elsewhere := 0
+			for name := range seen {
+				if on[node].Name != name {
+					elsewhere++
+				}
+			}
+			if elsewhere != 2 {
+				t.Errorf("NodePort %s reached %v, want the pods of the 2 other nodes too", url, seen)
+			}
+		}
+	})
+	t.Run("logs, exec and port-forward on an agent node", func(t *testing.T) {
+		p := on["node-3"]
+		if logs := c.mustKubectl("logs", p.Name); !strings.Contains(logs, "listening on :8000") {
+			t.Errorf("kubectl logs %s:\n%s", p.Name, logs)
+		}
+		if out := c.mustKubectl("exec", p.Name, "--", "hostname"); strings.TrimSpace(out) != p.Name {
+			t.Errorf("exec hostname: %q", out)
+		}
+		local := c.portForward("pod/"+p.Name, 8000)
+		if body, err := httpGet("http://" + local + "/"); err != nil || !strings.Contains(body, "Hello from "+p.Name) {
+			t.Errorf("through port-forward %s: %v %q", local, err, body)
+		}
+	})
+	t.Run("node credentials are limited", func(t *testing.T) {
+		cfg, err := l.NodeConfig("node-2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		node2 := kubernetes.NewForConfigOrDie(cfg)
+		if _, err := node2.CoreV1().Pods("default").Get(ctx, on["node-2"].Name, metav1.GetOptions{}); err != nil {
+			t.Fatalf("node-2 reading its own pod: %v", err)
+		}
+		if _, err := c.cs.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "unrelated"},
+			StringData: map[string]string{"k": "v"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for what, err := range map[string]error{
+			"delete Node node-3": node2.CoreV1().Nodes().Delete(ctx, "node-3", metav1.DeleteOptions{}),
+			"read an unrelated Secret": func() error {
+				_, err := node2.CoreV1().Secrets("default").Get(ctx, "unrelated", metav1.GetOptions{})
+				return err
+			}(),
+			"patch the status of node-3's pod": func() error {
+				_, err := node2.CoreV1().Pods("default").Patch(ctx, on["node-3"].Name, types.MergePatchType,
+					[]byte(`{"status":{"message":"forged"}}`), metav1.PatchOptions{}, "status")
+				return err
+			}(),
+		} {
+			if !apierrors.IsForbidden(err) {
+				t.Errorf("node-2 may %s: %v, want 403", what, err)
+			}
+		}
+	})
+	t.Run("joins refused", func(t *testing.T) {
+		b, err := os.ReadFile(filepath.Join(l.DataDir("node-1"), "server", "node-token"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		token := strings.TrimSpace(string(b))
+		hash, secretPart, _ := strings.Cut(strings.TrimPrefix(token, "K10"), "::")
+		secret := secretPart[strings.Index(secretPart, ":")+1:]
+		out, err := exec.Command(kelpBin, "token", "create", "--ttl", "1s", "--kubeconfig", l.Kubeconfig).CombinedOutput()
+		if err != nil {
+			t.Fatalf("kelp token create: %v\n%s", err, out)
+		}
+		// The bare token first, then the full one with the CA hash.
+		expired, _, _ := strings.Cut(string(out), "\n")
+		time.Sleep(2 * time.Second) // bootstrap token expiry has a resolution of a second
+		for _, tc := range []struct{ name, node, token, want string }{
+			{"wrong secret", "node-9", "K10" + hash + "::node:wrong", "the token is not valid for this server"},
+			{"wrong CA hash", "node-9", "K10" + strings.Repeat("0", 64) + "::node:" + secret, "the server's CA does not match the token's hash"},
+			{"taken node name", "node-2", token, "node name node-2 is already taken by another machine"},
+			{"expired bootstrap token", "node-9", expired, "bootstrap token " + expired[:6] + " expired at"},
+		} {
+			// A second machine: node-3's network, a disk of its own.
+			dir := t.TempDir()
+			out, err := l.Exec("node-3", "timeout", "60", kelpBin, "agent", "--server", "https://"+l.IP("node-1")+":6443", "--token", tc.token,
+				"--node-name", tc.node, "--data-dir", dir, "--run-dir", filepath.Join(dir, "run"), "--cgroup-root", "/kelp-lab/refused")
+			if err == nil || !strings.Contains(out, tc.want) || strings.Contains(out, "containerd") {
+				t.Errorf("%s: kelp agent %v, want a failure before containerd saying %q:\n%s", tc.name, err, tc.want, out)
+			}
+		}
+	})
+
+	t.Run("node death", func(t *testing.T) {
+		dctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		defer cancel()
+		tl, err := l.NodeDeath(dctx, "node-3", "node-2", "default", "container-lab", "app=container-lab", time.Second)
+		t.Logf("node-3 dies: %s", tl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// NotReady no earlier than the grace period after the last
+		// heartbeat, and within a monitor period (plus polling) after it.
+		if sinceRenew := tl.NotReady - tl.LastRenew; sinceRenew < labGrace || sinceRenew > labGrace+labMonitorPeriod+2*time.Second {
+			t.Errorf("NotReady %v after the last lease renewal, want %v..%v", sinceRenew, labGrace, labGrace+labMonitorPeriod+2*time.Second)
+		}
+		if tl.PodsNotReady < tl.NotReady || tl.EndpointsGone < tl.NotReady {
+			t.Errorf("the pods left the endpoints before the node was NotReady")
+		}
+		if tl.Evicted < tl.NotReady+labToleration-time.Second || tl.Replaced < tl.Evicted {
+			t.Errorf("evicted %v after NotReady, want the %v toleration first", tl.Evicted-tl.NotReady, labToleration)
+		}
+		// ClusterIP traffic fails only between the death and the
+		// endpoint removal (plus the proxy's resync and one timeout).
+		if tl.Failures == 0 || tl.FailLast > tl.EndpointsGone+2*time.Second {
+			t.Errorf("ClusterIP failures %d, the last starting %v after the death; endpoints removed at %v", tl.Failures, tl.FailLast, tl.EndpointsGone)
+		}
+		t.Logf("ClusterIP failure window from node-2: %v (endpoints removed %v after the death)", tl.FailLast.Round(time.Millisecond), tl.EndpointsGone.Round(time.Millisecond))
+		// The evicted pod stays Terminating while its node is dead.
+		old := c.pod(on["node-3"].Name)
+		if old.DeletionTimestamp == nil {
+			t.Errorf("the evicted pod %s is not being deleted", old.Name)
+		}
+
+		if err := l.Revive("node-3"); err != nil {
+			t.Fatal(err)
+		}
+		c.waitFor(60*time.Second, "the evicted pod cleaned up by the revived node", func() bool {
+			_, err := c.cs.CoreV1().Pods("default").Get(ctx, old.Name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		})
+		c.mustKubectl("rollout", "status", "deployment/container-lab", "--timeout=30s")
+		if live := c.livePods("app=container-lab"); len(live) != 3 {
+			t.Errorf("%d seed pods after the revival", len(live))
+		}
+	})
+
+	t.Run("an overlay that cannot be set up stops the agent", func(t *testing.T) {
+		if err := l.Kill("node-3"); err != nil {
+			t.Fatal(err)
+		}
+		out, err := l.RunEnv([]string{"KELP_LAB_AGENT_ARGS=--flannel-iface nope0"}, "revive", "node-3")
+		if err == nil || !strings.Contains(out, "--flannel-iface nope0") {
+			t.Errorf("revive with a missing interface: %v, want kelp to exit naming --flannel-iface nope0:\n%s", err, out)
+		}
+		if err := l.Revive("node-3"); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+const nodePortService = `apiVersion: v1
+kind: Service
+metadata: {name: container-lab-np}
+spec:
+  type: NodePort
+  selector: {app: container-lab}
+  ports: [{port: 80, targetPort: 8000}]
+`
