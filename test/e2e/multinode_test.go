@@ -310,6 +310,61 @@ func TestMultiNode(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+
+	t.Run("the data plane outlives the server", func(t *testing.T) {
+		var agentPod *corev1.Pod
+		for _, p := range c.livePods("app=container-lab") {
+			if p.Spec.NodeName == "node-2" {
+				agentPod = &p
+			}
+		}
+		if agentPod == nil {
+			t.Fatalf("no seed pod on node-2:\n%s", c.mustKubectl("get", "pods", "-o", "wide"))
+		}
+		killed := time.Now()
+		if err := l.Kill("node-1"); err != nil {
+			t.Fatal(err)
+		}
+		// The agents keep trying to reach the server, saying so each
+		// time, and their pods keep answering across the overlay.
+		c.waitFor(30*time.Second, "node-2 to log a retry", func() bool {
+			retries := 0
+			for _, line := range strings.Split(l.LogTail("node-2", 200), "\n") {
+				if strings.Contains(line, "cannot reach the API server") && strings.Contains(line, l.IP("node-1")+":6443") && logTime(line).After(killed) {
+					retries++
+				}
+			}
+			return retries >= 2
+		})
+		for range 5 {
+			if body, err := labGet(l, "node-3", "http://"+agentPod.Status.PodIP+":8000/"); err != nil || !strings.Contains(body, "Hello from "+agentPod.Name) {
+				t.Errorf("node-3 → %s on node-2 with the server down: %v %q", agentPod.Name, err, body)
+			}
+		}
+		if err := l.Revive("node-1"); err != nil {
+			t.Fatal(err)
+		}
+		c.waitFor(60*time.Second, "every node Ready again", func() bool {
+			l, err := c.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+			ready := 0
+			for i := range l.Items {
+				if nodeReady(&l.Items[i]) {
+					ready++
+				}
+			}
+			return err == nil && ready == 3
+		})
+		c.mustKubectl("rollout", "status", "deployment/container-lab", "--timeout=60s")
+	})
+}
+
+// logTime is when a logrus line of a node's log was written (zero if it
+// has no time stamp).
+func logTime(line string) time.Time {
+	_, rest, _ := strings.Cut(line, `time="`)
+	stamp, _, _ := strings.Cut(rest, `"`)
+	t, _ := time.Parse(time.RFC3339Nano, stamp)
+	return t
 }
 
 func nodeReady(n *corev1.Node) bool {
@@ -329,3 +384,39 @@ spec:
   selector: {app: container-lab}
   ports: [{port: 80, targetPort: 8000}]
 `
+
+// host-gw: no VXLAN device, a plain route to each other node's podCIDR via
+// its address; pods on different nodes reach each other.
+func TestMultiNodeHostGW(t *testing.T) {
+	l, c := startLab(t, 2, "--flannel-backend", "host-gw")
+	for _, node := range l.Nodes() {
+		out, err := l.Exec(node, "ip", "-o", "link", "show", "kelp.1")
+		if err == nil {
+			t.Errorf("%s has a VXLAN device under host-gw: %s", node, out)
+		}
+	}
+	cs := c.cs
+	n2, err := cs.CoreV1().Nodes().Get(context.Background(), "node-2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := l.Exec("node-1", "ip", "route", "show", n2.Spec.PodCIDR); err != nil || !strings.Contains(out, "via "+l.IP("node-2")) {
+		t.Errorf("node-1's route to node-2's pods %s: %v %q, want via %s", n2.Spec.PodCIDR, err, out, l.IP("node-2"))
+	}
+	c.apply(t, strings.Replace(seedDeployment, "replicas: 3", "replicas: 2", 1))
+	c.mustKubectl("rollout", "status", "deployment/container-lab", "--timeout=90s")
+	pods := c.livePods("app=container-lab")
+	if len(pods) != 2 || pods[0].Spec.NodeName == pods[1].Spec.NodeName {
+		t.Fatalf("the seed pods did not spread over both nodes:\n%s", c.mustKubectl("get", "pods", "-o", "wide"))
+	}
+	for _, node := range l.Nodes() {
+		for _, p := range pods {
+			if body, err := labGet(l, node, "http://"+p.Status.PodIP+":8000/"); err != nil || !strings.Contains(body, "Hello from "+p.Name) {
+				t.Errorf("%s → %s on %s: %v %q", node, p.Name, p.Spec.NodeName, err, body)
+			}
+		}
+	}
+	if out, err := c.kubectl("exec", pods[0].Name, "--", "wget", "-qO-", "http://"+pods[1].Status.PodIP+":8000/"); err != nil || !strings.Contains(out, "Hello from "+pods[1].Name) {
+		t.Errorf("pod to pod across nodes: %v %q", err, out)
+	}
+}

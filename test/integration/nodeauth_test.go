@@ -242,8 +242,11 @@ func TestKubeletNodeStatusUnderNodeCredentials(t *testing.T) {
 	}
 	r.NetworkReady()
 	r.SyncStatus(ctx)
-	r.RenewLease(ctx) // creates it
-	r.RenewLease(ctx) // renews it
+	for _, what := range []string{"creates", "renews"} {
+		if err := r.RenewLease(ctx); err != nil {
+			t.Fatalf("RenewLease %s the Lease: %v", what, err)
+		}
+	}
 	got, err := admin.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -31,6 +31,14 @@ const (
 	statusUpdateInterval = 10 * time.Second
 	statusReportInterval = 5 * time.Minute
 	nodeLeaseNamespace   = "kube-node-lease"
+
+	// A renewal that fails (the server is down, restarting or cut off) is
+	// retried with upstream's lease-controller backoff. Each attempt has a
+	// deadline shorter than the interval, so a dead server shows in the
+	// log before the next renewal is due, whatever the connection does.
+	leaseRetryFirst     = 200 * time.Millisecond
+	leaseRetryMax       = 7 * time.Second
+	leaseRequestTimeout = 5 * time.Second
 )
 
 // Runtime is what the node status needs from the container runtime: its
@@ -81,7 +89,7 @@ func (r *Reporter) NetworkReady() { r.networkReady.Store(true) }
 // Start renews the Lease and syncs the status, each at once and then
 // periodically, until ctx ends.
 func (r *Reporter) Start(ctx context.Context) {
-	go wait.NonSlidingUntilWithContext(ctx, r.RenewLease, leaseRenewInterval)
+	go r.keepLease(ctx)
 	go wait.NonSlidingUntilWithContext(ctx, r.SyncStatus, statusUpdateInterval)
 }
 
@@ -263,7 +271,7 @@ func sameStatus(a, b corev1.NodeStatus) bool {
 
 // RenewLease keeps kube-node-lease/<node> fresh; the node lifecycle
 // controller reads it as the node's heartbeat.
-func (r *Reporter) RenewLease(ctx context.Context) {
+func (r *Reporter) RenewLease(ctx context.Context) error {
 	leases := r.client.CoordinationV1().Leases(nodeLeaseNamespace)
 	now := metav1.NewMicroTime(time.Now())
 	l, err := leases.Get(ctx, r.cfg.NodeName, metav1.GetOptions{})
@@ -278,16 +286,57 @@ func (r *Reporter) RenewLease(ctx context.Context) {
 			lease.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}
 		}
 		if _, err := leases.Create(ctx, lease, metav1.CreateOptions{}); err != nil {
-			logrus.WithError(err).Debug("kubelet: creating the node Lease")
+			return fmt.Errorf("creating the node Lease: %w", err)
 		}
-		return
+		return nil
 	}
 	if err != nil {
-		logrus.WithError(err).Debug("kubelet: reading the node Lease")
-		return
+		return fmt.Errorf("reading the node Lease: %w", err)
 	}
 	l.Spec.RenewTime = &now
 	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
-		logrus.WithError(err).Debug("kubelet: renewing the node Lease")
+		return fmt.Errorf("renewing the node Lease: %w", err)
 	}
+	return nil
+}
+
+// keepLease renews the Lease every leaseRenewInterval until ctx ends. A
+// failed renewal is retried with backoff, each attempt logged, and the
+// recovery too: the agent's log tells when it lost the server and when it
+// had it back.
+func (r *Reporter) keepLease(ctx context.Context) {
+	failures := 0
+	for {
+		attempt, cancel := context.WithTimeout(ctx, leaseRequestTimeout)
+		err := r.RenewLease(attempt)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		wait := leaseRenewInterval
+		switch {
+		case err != nil:
+			failures++
+			wait = leaseRetryBackoff(failures)
+			logrus.Warnf("kubelet: cannot reach the API server (attempt %d, retrying in %v): %v", failures, wait, err)
+		case failures > 0:
+			logrus.Infof("kubelet: the API server answers again; node Lease renewed after %d failed attempts", failures)
+			failures = 0
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// leaseRetryBackoff is the wait after the n-th failure in a row: 200 ms,
+// doubling, at most 7 s.
+func leaseRetryBackoff(n int) time.Duration {
+	d := leaseRetryFirst
+	for i := 1; i < n && d < leaseRetryMax; i++ {
+		d *= 2
+	}
+	return min(d, leaseRetryMax)
 }

@@ -4,16 +4,22 @@ import (
 	"context"
 	"errors"
 	goruntime "runtime"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	logtest "github.com/sirupsen/logrus/hooks/test"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 type fakeRuntime struct {
@@ -217,7 +223,9 @@ func TestSyncStatusPostsOnlyChanges(t *testing.T) {
 func TestRenewLease(t *testing.T) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", UID: "node-uid"}}
 	r, client, _ := newReporter(node)
-	r.RenewLease(t.Context())
+	if err := r.RenewLease(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	l, err := client.CoordinationV1().Leases("kube-node-lease").Get(t.Context(), "node-1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -231,7 +239,9 @@ func TestRenewLease(t *testing.T) {
 	first := l.Spec.RenewTime.Time
 	time.Sleep(2 * time.Millisecond)
 	client.ClearActions()
-	r.RenewLease(t.Context())
+	if err := r.RenewLease(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	l, _ = client.CoordinationV1().Leases("kube-node-lease").Get(t.Context(), "node-1", metav1.GetOptions{})
 	if !l.Spec.RenewTime.After(first) {
 		t.Fatalf("renewTime %v not after %v", l.Spec.RenewTime, first)
@@ -241,4 +251,63 @@ func TestRenewLease(t *testing.T) {
 			t.Fatalf("renewal created a Lease: %v", a)
 		}
 	}
+}
+
+func TestLeaseRetryBackoff(t *testing.T) {
+	var got []time.Duration
+	for n := 1; n <= 7; n++ {
+		got = append(got, leaseRetryBackoff(n))
+	}
+	want := []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, 1600 * time.Millisecond,
+		3200 * time.Millisecond, 6400 * time.Millisecond, 7 * time.Second}
+	if !slices.Equal(got, want) {
+		t.Errorf("backoff %v, want %v", got, want)
+	}
+}
+
+// A server that cannot be reached: every renewal attempt is logged with
+// its number and the wait before the next, and the recovery is logged.
+func TestKeepLeaseLogsEachAttempt(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", UID: "node-uid"}}
+	r, client, _ := newReporter(node)
+	var calls atomic.Int32
+	client.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if calls.Add(1) <= 2 {
+			return true, nil, errors.New(`Get "https://192.0.2.1:6443/...": dial tcp 192.0.2.1:6443: connect: connection refused`)
+		}
+		return false, nil, nil
+	})
+	logs := logtest.NewGlobal()
+	defer logs.Reset()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { r.keepLease(ctx); close(done) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(lastMessage(logs), "answers again") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	var msgs []string
+	for _, e := range logs.AllEntries() {
+		msgs = append(msgs, e.Level.String()+": "+e.Message)
+	}
+	want := []string{
+		"warning: kubelet: cannot reach the API server (attempt 1, retrying in 200ms): reading the node Lease: Get \"https://192.0.2.1:6443/...\": dial tcp 192.0.2.1:6443: connect: connection refused",
+		"warning: kubelet: cannot reach the API server (attempt 2, retrying in 400ms): reading the node Lease: Get \"https://192.0.2.1:6443/...\": dial tcp 192.0.2.1:6443: connect: connection refused",
+		"info: kubelet: the API server answers again; node Lease renewed after 2 failed attempts",
+	}
+	if !slices.Equal(msgs, want) {
+		t.Errorf("logged:\n%s\nwant:\n%s", strings.Join(msgs, "\n"), strings.Join(want, "\n"))
+	}
+	if _, err := client.CoordinationV1().Leases("kube-node-lease").Get(t.Context(), "node-1", metav1.GetOptions{}); err != nil {
+		t.Errorf("no Lease after the recovery: %v", err)
+	}
+}
+
+func lastMessage(h *logtest.Hook) string {
+	if e := h.LastEntry(); e != nil {
+		return e.Message
+	}
+	return ""
 }
