@@ -15,9 +15,11 @@
 #   scripts/lab.sh down          stop everything and remove every trace
 #
 # Each node is a network namespace (kelp-lab-node-I) whose eth0 is a veth
-# on the lab bridge kelplab0 (192.168.77.0/24: the bridge .1, node-I .1I),
-# which overlaps neither the pod (10.42/16) nor the service (10.43/16)
-# networks. Each node has its own data dir, run dir, containerd (started by
+# on the lab's switch: a bridge in a namespace of its own (kelp-lab-switch),
+# so lab traffic never passes the host's netfilter, as a real switch has
+# none. The network is 192.168.77.0/24 (node-I at .1I), which overlaps
+# neither the pod (10.42/16) nor the service (10.43/16) networks; the host
+# joins it as .1 through the veth kelplab0, to reach the API and NodePorts. Each node has its own data dir, run dir, containerd (started by
 # its agent), runc root and cgroup root. kelp runs under `nsenter --net`,
 # which switches only the network namespace (`ip netns exec` remounts /sys
 # and runc then finds no cgroup mount; see docs/machine facts). Traffic goes
@@ -38,7 +40,8 @@ repo="$(cd "$(dirname "$0")/.." && pwd)"
 lab_dir="${KELP_LAB_DIR:-/var/lib/kelp-lab}"
 run_root=/run/kelp-lab
 cgroup_root=/kelp-lab
-bridge=kelplab0
+switch=kelp-lab-switch
+uplink=kelplab0 # the host's link to the switch
 net=192.168.77
 service_cidr=10.43.0.0/16
 timeout="${KELP_LAB_TIMEOUT:-120}"
@@ -124,7 +127,7 @@ power_off() {
 		sleep 0.1
 	done
 	[ -z "$(node_pids "$node")" ] || die "$node: processes survive SIGKILL: $(node_pids "$node" | tr '\n' ' ')"
-	ip link set "$(veth_of "$node")" down 2>/dev/null || true
+	ip -n "$switch" link set "$(veth_of "$node")" down 2>/dev/null || true
 	rm -f "$lab_dir/$node.pid"
 }
 
@@ -142,16 +145,16 @@ wipe_volatile() {
 	rm -rf "$run"
 	for d in $(cgroup_dirs "$node"); do rmdir "$d" 2>/dev/null || true; done
 	ip netns del "$(netns_of "$node")" 2>/dev/null || true
-	ip link del "$(veth_of "$node")" 2>/dev/null || true
+	ip -n "$switch" link del "$(veth_of "$node")" 2>/dev/null || true
 }
 
-# plug makes the node's namespace and wires it to the lab bridge.
+# plug makes the node's namespace and wires it to the lab switch.
 plug() {
 	local node="$1" ns veth ip
 	ns="$(netns_of "$node")" veth="$(veth_of "$node")" ip="$(node_ip "$node")"
 	ip netns add "$ns"
-	ip link add "$veth" type veth peer name eth0 netns "$ns"
-	ip link set "$veth" master "$bridge" up
+	ip -n "$switch" link add "$veth" type veth peer name eth0 netns "$ns"
+	ip -n "$switch" link set "$veth" master br0 up
 	ip -n "$ns" link set lo up
 	ip -n "$ns" addr add "$ip/24" dev eth0
 	ip -n "$ns" link set eth0 up
@@ -244,14 +247,20 @@ cmd_up() {
 	[[ "$n" =~ ^[1-9][0-9]?$ ]] || die "up N: N is a number of nodes, 1..99"
 	[ "$(id -u)" -eq 0 ] || die "the lab needs root (network namespaces, containerd)"
 	[ -z "$(nodes)" ] || die "a lab is already up in $lab_dir (scripts/lab.sh down first)"
-	ip link show "$bridge" >/dev/null 2>&1 && die "bridge $bridge exists: another lab is up (scripts/lab.sh down)"
+	[ -e "/run/netns/$switch" ] && die "$switch exists: another lab is up (scripts/lab.sh down)"
 	if [ ! -x "$kelp" ]; then bash "$repo/scripts/build.sh" >&2; fi
 	mkdir -p "$lab_dir" "$run_root"
 	touch "$lab_dir/.kelp-lab" # down removes only a directory marked as the lab's
 	ensure_images >/dev/null
-	ip link add "$bridge" type bridge
-	ip addr add "$net.1/24" dev "$bridge"
-	ip link set "$bridge" up
+	ip netns add "$switch"
+	# A switch does not filter: no netfilter for what it bridges.
+	nsenter --net="/run/netns/$switch" sysctl -qw net.bridge.bridge-nf-call-iptables=0 net.bridge.bridge-nf-call-arptables=0
+	ip -n "$switch" link add br0 type bridge
+	ip -n "$switch" link set br0 up
+	ip link add "$uplink" type veth peer name host netns "$switch"
+	ip -n "$switch" link set host master br0 up
+	ip addr add "$net.1/24" dev "$uplink"
+	ip link set "$uplink" up
 	for i in $(seq "$n"); do plug "node-$i"; done
 	boot node-1
 	wait_kubeconfig
@@ -301,7 +310,8 @@ cmd_down() {
 		power_off "$node"
 		wipe_volatile "$node"
 	done
-	ip link del "$bridge" 2>/dev/null || true
+	ip link del "$uplink" 2>/dev/null || true
+	ip netns del "$switch" 2>/dev/null || true
 	for d in /sys/fs/cgroup/*/"$cgroup_root" /sys/fs/cgroup/"$cgroup_root"; do
 		[ -d "$d" ] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
 	done

@@ -41,11 +41,7 @@ func newNode(b *testing.B) *server {
 	if os.Geteuid() != 0 {
 		b.Fatal("node benchmarks run real containers and need root")
 	}
-	_, file, _, _ := goruntime.Caller(0)
-	tars, err := images.Build(filepath.Join(filepath.Dir(file), "..", "..", "bin", "images"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	tars := testImages(b)
 	s := newServer(b)
 	s.withAgent = true
 	id := strconv.FormatInt(time.Now().UnixNano()%1e6, 36)
@@ -69,6 +65,18 @@ func newNode(b *testing.B) *server {
 		}
 	})
 	return s
+}
+
+// testImages builds the test images (once per checkout) and returns
+// their archives.
+func testImages(b *testing.B) []string {
+	b.Helper()
+	_, file, _, _ := goruntime.Caller(0)
+	tars, err := images.Build(filepath.Join(filepath.Dir(file), "..", "..", "bin", "images"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return tars
 }
 
 func waitNodeReady(ctx context.Context, b *testing.B, cs kubernetes.Interface) time.Time {

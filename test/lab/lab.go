@@ -9,7 +9,6 @@ package lab
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -23,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -165,25 +165,18 @@ func (l *Lab) LogTail(node string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// Boot is when lab.sh last started kelp on the node (the "boot" line it
-// writes to the node's log just before).
+// Boot is when lab.sh last started kelp on the node.
 func (l *Lab) Boot(node string) (time.Time, error) {
-	b, err := os.ReadFile(filepath.Join(l.Dir, node+".log"))
+	b, err := os.ReadFile(filepath.Join(l.Dir, node+".boot"))
 	if err != nil {
 		return time.Time{}, err
 	}
-	var last time.Time
-	for _, line := range strings.Split(string(b), "\n") {
-		if stamp, ok := strings.CutSuffix(line, " boot"); ok {
-			if t, err := time.Parse("2006-01-02T15:04:05.000Z", stamp); err == nil {
-				last = t
-			}
-		}
-	}
-	if last.IsZero() {
-		return last, errors.New("no boot line in the node's log")
-	}
-	return last, nil
+	return time.Parse(time.RFC3339Nano, strings.TrimSpace(string(b)))
+}
+
+// PodNetns is the path of a pod's network namespace on a node.
+func (l *Lab) PodNetns(node string, podUID types.UID) string {
+	return filepath.Join("/run/kelp-lab", node, "netns", string(podUID))
 }
 
 // NodeConfig is the client config of a node's own identity
