@@ -129,10 +129,25 @@ func runServer(ctx context.Context, o *serverOptions) error {
 			return err
 		}
 		// A client of the server: at shutdown it stops while the API
-		// still answers.
+		// still answers. If it fails on its own, the server stops too,
+		// as k3s does: a server whose node cannot run is not the
+		// one-command cluster that was asked for.
+		agentErr := make(chan error, 1)
 		s.Go("agent", func(ctx context.Context) error {
-			return agent.Run(ctx, ac, agent.Credentials{Node: s.NodeConfig, Proxy: s.ProxyConfig})
+			err := agent.Run(ctx, ac, agent.Credentials{Node: s.NodeConfig, Proxy: s.ProxyConfig})
+			if err != nil && ctx.Err() == nil {
+				agentErr <- err
+				stop()
+			}
+			return err
 		})
+		werr := s.Wait()
+		select {
+		case err := <-agentErr:
+			return fmt.Errorf("the local agent stopped: %w (--disable-agent runs the control plane without a node)", err)
+		default:
+			return werr
+		}
 	}
 	return s.Wait()
 }

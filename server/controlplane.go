@@ -17,6 +17,7 @@ import (
 	"github.com/kelp-project/kelp/server/controllers/namespace"
 	"github.com/kelp-project/kelp/server/controllers/nodeipam"
 	"github.com/kelp-project/kelp/server/controllers/nodelifecycle"
+	"github.com/kelp-project/kelp/server/controllers/nodepassword"
 	"github.com/kelp-project/kelp/server/controllers/replicaset"
 	"github.com/kelp-project/kelp/server/controllers/serviceaccount"
 	"github.com/kelp-project/kelp/server/controllers/servicelb"
@@ -84,6 +85,7 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 		}
 		go lifecycle.Run(ctx, 2)
 		go servicelb.New(t.Client, t.Informer).Run(ctx, 1)
+		go nodepassword.New(t.Client, t.Informer).Run(ctx, 1)
 		go dns.EnsureService(ctx, t.Client, cfg.ClusterDNS)
 		return nil
 	})

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -67,9 +68,10 @@ func labGet(l *lab.Lab, node, url string) (string, error) {
 // them and reachable every way the seeds name; node credentials limited;
 // refused joins; then a node dies and comes back, on seed 000's timeline.
 func TestMultiNode(t *testing.T) {
-	l, c := startLab(t, 3, "--node-monitor-period", labMonitorPeriod.String(), "--node-monitor-grace-period", labGrace.String(),
+	serverArgs := []string{"--node-monitor-period", labMonitorPeriod.String(), "--node-monitor-grace-period", labGrace.String(),
 		"--default-not-ready-toleration-seconds", fmt.Sprint(int(labToleration.Seconds())),
-		"--default-unreachable-toleration-seconds", fmt.Sprint(int(labToleration.Seconds())))
+		"--default-unreachable-toleration-seconds", fmt.Sprint(int(labToleration.Seconds()))}
+	l, c := startLab(t, 3, serverArgs...)
 	ctx := context.Background()
 	names := l.Nodes()
 	if strings.Join(names, " ") != "node-1 node-2 node-3" {
@@ -307,6 +309,18 @@ func TestMultiNode(t *testing.T) {
 			t.Errorf("revive with a missing interface: %v, want kelp to exit naming --flannel-iface nope0:\n%s", err, out)
 		}
 		if err := l.Revive("node-3"); err != nil {
+			t.Fatal(err)
+		}
+		// The server's own agent failing stops `kelp server` too.
+		if err := l.Kill("node-1"); err != nil {
+			t.Fatal(err)
+		}
+		bad := "KELP_LAB_SERVER_ARGS=" + strings.Join(append(slices.Clone(serverArgs), "--flannel-iface", "nope0"), " ")
+		out, err = l.RunEnv([]string{bad}, "revive", "node-1")
+		if err == nil || !strings.Contains(out, "the local agent stopped") || !strings.Contains(out, "--flannel-iface nope0") {
+			t.Errorf("kelp server whose agent cannot set up the overlay: %v, want it to exit saying why:\n%s", err, out)
+		}
+		if err := l.Revive("node-1"); err != nil {
 			t.Fatal(err)
 		}
 	})

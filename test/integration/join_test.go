@@ -18,6 +18,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -206,6 +207,41 @@ func TestJoinRefusals(t *testing.T) {
 				t.Errorf("the agent got past the join:\n%s", out)
 			}
 		})
+	}
+}
+
+// `kubectl delete node` frees the name: the node's password goes with
+// its Node, and another machine may then join under that name.
+func TestDeletedNodeNameCanBeTaken(t *testing.T) {
+	s := startServer(t)
+	token := s.tokenFile("node-token")
+	if _, err := joinAs(t, s, t.TempDir(), "reused", token); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := joinAs(t, s, t.TempDir(), "reused", token); err == nil || !strings.Contains(err.Error(), "already taken") {
+		t.Fatalf("a second machine joined as a live node: %v", err)
+	}
+	ctx := context.Background()
+	admin := s.client()
+	if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "reused"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := s.kubectl("delete", "node", "reused"); err != nil {
+		t.Fatalf("kubectl delete node: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := admin.CoreV1().Secrets("kube-system").Get(ctx, "reused.node-password.kelp", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the node password outlived its Node: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := joinAs(t, s, t.TempDir(), "reused", token); err != nil {
+		t.Errorf("a new machine joining as the deleted node: %v", err)
 	}
 }
 
