@@ -15,6 +15,7 @@ import (
 	"github.com/kelp-project/kelp/agent"
 	agentjoin "github.com/kelp-project/kelp/agent/join"
 	"github.com/kelp-project/kelp/config"
+	"github.com/kelp-project/kelp/resident"
 )
 
 // newAgentConfig is an agent.Config before its flags are parsed.
@@ -78,6 +79,7 @@ func runAgent(ctx context.Context, o *agentOptions) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	go resident.TrimAfter(ctx, config.ResidentTrimDelay)
 	if o.kubeconfig != "" {
 		rc, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/kelp-project/kelp/agent"
 	agentjoin "github.com/kelp-project/kelp/agent/join"
 	"github.com/kelp-project/kelp/config"
+	"github.com/kelp-project/kelp/resident"
 	"github.com/kelp-project/kelp/server"
 	serverjoin "github.com/kelp-project/kelp/server/join"
 )
@@ -112,6 +113,7 @@ func runServer(ctx context.Context, o *serverOptions) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	go resident.TrimAfter(ctx, config.ResidentTrimDelay)
 	s, err := server.Start(ctx, cfg)
 	if err != nil {
 		return err

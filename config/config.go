@@ -55,6 +55,10 @@ const (
 // are upstream's unless said otherwise.
 const (
 	EtcdCompactionInterval = 5 * time.Minute
+	// ResidentTrimDelay is when a kelp process, started up, gives back
+	// the pages only its start needed (package resident). Not a flag:
+	// nothing waits on it, it only changes what stays resident.
+	ResidentTrimDelay = 20 * time.Second
 	// CrashLoopMaxBackoff caps container restart delays.
 	CrashLoopMaxBackoff = 5 * time.Minute
 	// The tolerations the API server adds to every pod for the
