@@ -343,3 +343,15 @@ func TestJoinedTakesTheServersSettings(t *testing.T) {
 		t.Errorf("after join: %+v", ac)
 	}
 }
+
+// A wrong --flannel-backend stops the server before it starts, agent or
+// not: joining agents would all be told that name.
+func TestServerRefusesUnknownBackend(t *testing.T) {
+	var got *serverOptions
+	if _, err := run(t, serverCommand(func(_ context.Context, o *serverOptions) error { got = o; return nil }), "--flannel-backend", "bogus", "--disable-agent"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := got.serverConfig(); err == nil || !strings.Contains(err.Error(), "--flannel-backend") || !strings.Contains(err.Error(), "vxlan") {
+		t.Errorf("serverConfig with --flannel-backend bogus: %v, want an error naming the flag and the known backends", err)
+	}
+}

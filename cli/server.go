@@ -15,6 +15,7 @@ import (
 	"github.com/kelp-project/kelp/agent"
 	agentjoin "github.com/kelp-project/kelp/agent/join"
 	"github.com/kelp-project/kelp/config"
+	"github.com/kelp-project/kelp/netplane/nodenet"
 	"github.com/kelp-project/kelp/resident"
 	"github.com/kelp-project/kelp/server"
 	serverjoin "github.com/kelp-project/kelp/server/join"
@@ -96,7 +97,11 @@ func (o *serverOptions) serverConfig() (server.Config, error) {
 	if cfg.AgentToken, err = secretFrom(cfg.AgentToken, o.agentTokenFile, "agent-token"); err != nil {
 		return server.Config{}, err
 	}
-	// Joining agents use the server's backend.
+	// Joining agents use the server's backend, so a wrong name stops the
+	// server, even without an agent of its own, rather than every agent.
+	if _, err := nodenet.Lookup(o.agent.NodeNetwork); err != nil {
+		return server.Config{}, fmt.Errorf("--flannel-backend: %w", err)
+	}
 	cfg.NodeNetwork = o.agent.NodeNetwork
 	return cfg, nil
 }
