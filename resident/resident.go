@@ -41,32 +41,32 @@ func Trim() (before, after int64, err error) {
 	if err != nil {
 		return before, before, err
 	}
-	exe = strings.TrimSuffix(exe, " (deleted)")
-	maps, err := os.ReadFile("/proc/self/maps")
-	if err != nil {
-		return before, before, err
+	if err := dropFilePages(strings.TrimSuffix(exe, " (deleted)")); err != nil {
+		return before, rss(), err
 	}
-	sc := bufio.NewScanner(bytes.NewReader(maps))
-	for sc.Scan() {
-		// start-end perms offset dev inode path
-		f := strings.Fields(sc.Text())
-		if len(f) < 6 || strings.TrimSuffix(strings.Join(f[5:], " "), " (deleted)") != exe || f[1][1] == 'w' {
+	debug.FreeOSMemory()
+	return before, rss(), nil
+}
+
+// dropFilePages drops the pages of this process's read-only mappings of
+// the file at path from its page tables, and turns fault-around off for
+// them.
+func dropFilePages(path string) error {
+	for _, m := range mappings(path) {
+		// A read-only mapping the process wrote before making it read-only
+		// (the GOT, which the dynamic loader relocates, then protects) holds
+		// anonymous copies of its pages: dropping them would bring back the
+		// file's unrelocated bytes. Only pure file pages are dropped.
+		if m.writable || m.anonymous > 0 {
 			continue
 		}
-		lo, hi, ok := strings.Cut(f[0], "-")
-		start, err1 := strconv.ParseUint(lo, 16, 64)
-		end, err2 := strconv.ParseUint(hi, 16, 64)
-		if !ok || err1 != nil || err2 != nil {
-			return before, rss(), fmt.Errorf("/proc/self/maps: bad range %q", f[0])
-		}
 		for _, advice := range []uintptr{unix.MADV_RANDOM, unix.MADV_DONTNEED} {
-			if _, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(start), uintptr(end-start), advice); errno != 0 {
-				return before, rss(), fmt.Errorf("madvise %s: %w", f[0], errno)
+			if _, _, errno := unix.Syscall(unix.SYS_MADVISE, m.start, m.end-m.start, advice); errno != 0 {
+				return fmt.Errorf("madvise %x-%x: %w", m.start, m.end, errno)
 			}
 		}
 	}
-	debug.FreeOSMemory()
-	return before, rss(), sc.Err()
+	return nil
 }
 
 // TrimAfter runs Trim once, after d (when the process has started up),
@@ -101,4 +101,53 @@ func statusBytes(field string) int64 {
 		}
 	}
 	return 0
+}
+
+// mapping is one of the process's mappings of a file.
+type mapping struct {
+	start, end uintptr
+	writable   bool
+	resident   int64 // bytes of its pages mapped (Rss)
+	anonymous  int64 // bytes of its pages that are private copies
+}
+
+// mappings lists the process's mappings of the file at path, from
+// /proc/self/smaps.
+func mappings(path string) []mapping {
+	b, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		return nil
+	}
+	var out []mapping
+	var cur *mapping
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		// A mapping's header: start-end perms offset dev inode [path]; the
+		// lines after it are "Key: value kB".
+		if lo, hi, ok := strings.Cut(f[0], "-"); ok && !strings.HasSuffix(f[0], ":") && len(f) >= 5 {
+			cur = nil
+			start, err1 := strconv.ParseUint(lo, 16, 64)
+			end, err2 := strconv.ParseUint(hi, 16, 64)
+			if err1 != nil || err2 != nil || len(f) < 6 || strings.TrimSuffix(strings.Join(f[5:], " "), " (deleted)") != path {
+				continue
+			}
+			out = append(out, mapping{start: uintptr(start), end: uintptr(end), writable: f[1][1] == 'w'})
+			cur = &out[len(out)-1]
+			continue
+		}
+		if cur != nil && len(f) >= 2 {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			switch f[0] {
+			case "Rss:":
+				cur.resident = kb << 10
+			case "Anonymous:":
+				cur.anonymous = kb << 10
+			}
+		}
+	}
+	return out
 }
