@@ -141,9 +141,16 @@ func (ca *CA) covers(cert *x509.Certificate, dnsNames []string, ips []net.IP) bo
 // ClientCert issues a client certificate: the API server reads the user from
 // CN and the groups from O.
 func (ca *CA) ClientCert(user string, groups []string) (certPEM, keyPEM []byte, err error) {
+	return ca.ClientCertFor(user, groups, certValidity)
+}
+
+// ClientCertFor is ClientCert valid for ttl instead of a year (the
+// per-user kubeconfigs of `kelp kubeconfig --ttl`).
+func (ca *CA) ClientCertFor(user string, groups []string, ttl time.Duration) (certPEM, keyPEM []byte, err error) {
 	return ca.issue(&x509.Certificate{
 		Subject:     pkix.Name{CommonName: user, Organization: groups},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		NotAfter:    time.Now().Add(ttl),
 	})
 }
 
@@ -181,12 +188,15 @@ func (ca *CA) issue(tmpl *x509.Certificate) (certPEM, keyPEM []byte, err error) 
 	return certPEM, keyPEM, nil
 }
 
-// sign completes tmpl (serial, validity, key usage) and signs it for pub.
+// sign completes tmpl (serial, validity unless tmpl sets NotAfter, key
+// usage) and signs it for pub.
 func (ca *CA) sign(pub crypto.PublicKey, tmpl *x509.Certificate) ([]byte, error) {
 	now := time.Now()
 	tmpl.SerialNumber = serial()
 	tmpl.NotBefore = now.Add(-time.Hour)
-	tmpl.NotAfter = now.Add(certValidity)
+	if tmpl.NotAfter.IsZero() {
+		tmpl.NotAfter = now.Add(certValidity)
+	}
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, pub, ca.Key)
 	if err != nil {
