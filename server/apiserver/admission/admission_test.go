@@ -357,8 +357,8 @@ func podWith(sa string, automount *bool) *corev1.Pod {
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"}, Spec: corev1.PodSpec{
 		ServiceAccountName: sa, AutomountServiceAccountToken: automount,
 		InitContainers: []corev1.Container{{Name: "init"}},
-		Containers: []corev1.Container{{Name: "a"}, {Name: "b", VolumeMounts: []corev1.VolumeMount{{Name: "own", MountPath: TokenMountPath}}}},
-		Volumes:    []corev1.Volume{{Name: "own"}},
+		Containers:     []corev1.Container{{Name: "a"}, {Name: "b", VolumeMounts: []corev1.VolumeMount{{Name: "own", MountPath: TokenMountPath}}}},
+		Volumes:        []corev1.Volume{{Name: "own"}},
 	}}
 }
 
