@@ -40,16 +40,10 @@ func LoadOrCreateCA(dir string) (*CA, error) {
 		return nil, err
 	}
 	certFile, keyFile := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
-	if certPEM, err := os.ReadFile(certFile); err == nil {
-		keyPEM, err := os.ReadFile(keyFile)
-		if err != nil {
-			return nil, err
-		}
-		cert, key, err := parsePair(certPEM, keyPEM)
-		if err != nil {
-			return nil, fmt.Errorf("CA in %s: %w", dir, err)
-		}
-		return &CA{Cert: cert, Key: key, CertPEM: certPEM}, nil
+	// Only a missing certificate means a first start: a certificate
+	// without its key is an error, never replaced.
+	if _, err := os.Stat(certFile); err == nil {
+		return LoadCA(dir)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
@@ -82,6 +76,25 @@ func LoadOrCreateCA(dir string) (*CA, error) {
 	}
 	if err := WriteFile(certFile, certPEM, 0o644); err != nil {
 		return nil, err
+	}
+	return &CA{Cert: cert, Key: key, CertPEM: certPEM}, nil
+}
+
+// LoadCA reads the CA that dir/ca.crt and dir/ca.key hold (for commands
+// run beside a server, such as `kelp kubeconfig`); a missing one is
+// os.ErrNotExist.
+func LoadCA(dir string) (*CA, error) {
+	certPEM, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := os.ReadFile(filepath.Join(dir, "ca.key"))
+	if err != nil {
+		return nil, err
+	}
+	cert, key, err := parsePair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("CA in %s: %w", dir, err)
 	}
 	return &CA{Cert: cert, Key: key, CertPEM: certPEM}, nil
 }
