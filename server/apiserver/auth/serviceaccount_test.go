@@ -61,7 +61,9 @@ func (f *fakeTokenObjects) Pod(ns, name string) (*corev1.Pod, error) {
 func (f *fakeTokenObjects) Secret(ns, name string) (*corev1.Secret, error) {
 	return lookup(f.secrets, "secrets", ns+"/"+name)
 }
-func (f *fakeTokenObjects) Node(name string) (*corev1.Node, error) { return lookup(f.nodes, "nodes", name) }
+func (f *fakeTokenObjects) Node(name string) (*corev1.Node, error) {
+	return lookup(f.nodes, "nodes", name)
+}
 
 type tokenFixture struct {
 	signer *TokenSigner
@@ -161,10 +163,14 @@ func TestServiceAccountTokenAuthentication(t *testing.T) {
 		{name: "account gone", token: func() string { return f.mint(t, TokenBinding{}, api, time.Hour) },
 			setup: func() { delete(f.objs.accounts, "ns/app") }},
 		{name: "account recreated", token: func() string { return f.mint(t, TokenBinding{}, api, time.Hour) },
-			setup: func() { f.objs.accounts["ns/app"] = &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app", UID: "new"}} }},
+			setup: func() {
+				f.objs.accounts["ns/app"] = &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app", UID: "new"}}
+			}},
 		{name: "pod gone", token: func() string { return podToken }, setup: func() { delete(f.objs.pods, "ns/web") }},
 		{name: "pod recreated", token: func() string { return podToken },
-			setup: func() { f.objs.pods["ns/web"] = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "other"}} }},
+			setup: func() {
+				f.objs.pods["ns/web"] = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "other"}}
+			}},
 		{name: "pod deleted over a minute ago", token: func() string { return podToken }, setup: func() {
 			p := f.pod.DeepCopy()
 			p.DeletionTimestamp = &metav1.Time{Time: now.Add(-61 * time.Second)}
