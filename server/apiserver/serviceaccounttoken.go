@@ -163,8 +163,8 @@ func (s *Server) apiAudiencesOnly(auds []string) bool {
 }
 
 // bindToken looks up the object a token is bound to, with upstream's
-// errors: an unsupported kind is 400, a missing object is 404, another
-// UID is 409.
+// errors: an unsupported kind, or a pod that runs as another account, is
+// 400, a missing object is 404, another UID is 409.
 func (s *Server) bindToken(namespace, saName string, ref *authenticationv1.BoundObjectReference, b *auth.TokenBinding) error {
 	gvk := schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind)
 	if gvk.Group != "" || (gvk.Version != "" && gvk.Version != "v1") {
@@ -175,6 +175,9 @@ func (s *Server) bindToken(namespace, saName string, ref *authenticationv1.Bound
 	switch ref.Kind {
 	case "Pod":
 		b.Pod, err = getAs[*corev1.Pod](s, podsGVR, namespace, ref.Name)
+		if err == nil && b.Pod.Spec.ServiceAccountName != saName {
+			return apierrors.NewBadRequest(fmt.Sprintf("cannot bind token for serviceaccount %q to pod running with different serviceaccount name.", saName))
+		}
 		if err == nil {
 			uid = string(b.Pod.UID)
 			// The pod's node goes into the token too (upstream's

@@ -259,6 +259,10 @@ func TestServiceAccountTokens(t *testing.T) {
 		if !apierrors.IsConflict(err) {
 			t.Errorf("stale pod UID: %v, want 409", err)
 		}
+		out, err := s.kubectl("-n", "sa-test", "create", "token", "default", "--bound-object-kind", "Pod", "--bound-object-name", "web")
+		if err == nil || !strings.Contains(out, "pod running with different serviceaccount name") {
+			t.Errorf("token of another account bound to the pod: %v\n%s", err, out)
+		}
 		if err := cs.CoreV1().Pods("sa-test").Delete(ctx, "web", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
 			t.Fatal(err)
 		}
