@@ -253,6 +253,28 @@ func TestServiceAccountTokens(t *testing.T) {
 		if got := u.Extra["authentication.kubernetes.io/pod-uid"]; !slices.Equal(got, []string{string(pod.UID)}) {
 			t.Errorf("pod-uid extra %v", got)
 		}
+		// The kube-api-access lifetime (3607 s) is extended to a year with
+		// warnafter, and the status still says 3607 s, as upstream.
+		tr, err := cs.CoreV1().ServiceAccounts("sa-test").CreateToken(ctx, "app", &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+			ExpirationSeconds: ptr.To(int64(3607)),
+			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: "web", UID: pod.UID}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ext := jwtPayload(t, tr.Status.Token)
+		kc := ext["kubernetes.io"].(map[string]any)
+		if got := ext["exp"].(float64) - ext["iat"].(float64); got != 365*24*3600 {
+			t.Errorf("extended token lives %v s, want a year", got)
+		}
+		if got := kc["warnafter"].(float64) - ext["iat"].(float64); got != 3607 {
+			t.Errorf("warnafter %v s after iat, want 3607", got)
+		}
+		if pc := kc["pod"].(map[string]any); pc["name"] != "web" || pc["uid"] != string(pod.UID) {
+			t.Errorf("pod claim %v", pc)
+		}
+		if left := time.Until(tr.Status.ExpirationTimestamp.Time); left > 3607*time.Second || left < 3500*time.Second {
+			t.Errorf("status expiration in %s, want 3607 s", left)
+		}
 		// A stale UID is refused at once, 409 as upstream.
 		_, err = cs.CoreV1().ServiceAccounts("sa-test").CreateToken(ctx, "app", &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
 			BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: "web", UID: "stale"}}}, metav1.CreateOptions{})

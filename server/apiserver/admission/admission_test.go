@@ -124,6 +124,14 @@ func TestServiceAccountDefaulting(t *testing.T) {
 			}
 		})
 	}
+	// Only the deprecated field set: it names the account.
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"}, Spec: corev1.PodSpec{DeprecatedServiceAccount: "builder"}}
+	if err := c.Admit(context.Background(), &Attributes{Operation: "CREATE", Resource: podsGVR, Namespace: "default", Name: "p", Object: pod}); err != nil {
+		t.Fatal(err)
+	}
+	if pod.Spec.ServiceAccountName != "builder" || pod.Spec.DeprecatedServiceAccount != "builder" {
+		t.Errorf("deprecated serviceAccount builder: %q/%q", pod.Spec.ServiceAccountName, pod.Spec.DeprecatedServiceAccount)
+	}
 	// A create of something else that is not a Pod is left alone.
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "default"}}
 	if err := c.Admit(context.Background(), &Attributes{Operation: "CREATE", Resource: corev1.SchemeGroupVersion.WithResource("configmaps"), Object: cm}); err != nil {

@@ -60,6 +60,11 @@ func (s serviceAccount) Admit(ctx context.Context, a *Attributes) error {
 	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
 		return nil
 	}
+	// The deprecated field names the account when the new one does not,
+	// as upstream's v1 conversion reads it; afterwards both agree.
+	if p.Spec.ServiceAccountName == "" {
+		p.Spec.ServiceAccountName = p.Spec.DeprecatedServiceAccount
+	}
 	if p.Spec.ServiceAccountName == "" {
 		p.Spec.ServiceAccountName = DefaultServiceAccountName
 	}
