@@ -229,6 +229,10 @@ type ServiceAccountAuthenticator struct {
 	verified map[string]*verifiedToken
 }
 
+// clockLeeway is the clock skew allowed on exp and nbf: upstream validates
+// with go-jose's DefaultLeeway, a minute.
+const clockLeeway = time.Minute
+
 // verifiedCacheSize bounds the cache of verified signatures; when full, it
 // is emptied (tokens are re-verified once, which is cheap enough to not
 // need an LRU).
@@ -260,7 +264,7 @@ func (a *ServiceAccountAuthenticator) AuthenticateToken(token string, now time.T
 		u, err := a.legacyUser(token, v.claims)
 		return u, true, err
 	}
-	if !v.audienceOK || now.After(v.exp) || now.Before(v.nbf.Add(-jwt.TimePrecision)) {
+	if !v.audienceOK || now.After(v.exp.Add(clockLeeway)) || now.Before(v.nbf.Add(-clockLeeway)) {
 		return nil, true, ErrUnauthorized
 	}
 	u, err := a.boundUser(v, now)

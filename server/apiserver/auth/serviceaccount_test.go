@@ -154,8 +154,8 @@ func TestServiceAccountTokenAuthentication(t *testing.T) {
 		setup  func()
 		notOur bool
 	}{
-		{name: "expired", token: func() string { return podToken }, at: now.Add(61 * time.Minute)},
-		{name: "not yet valid", token: func() string { return podToken }, at: now.Add(-time.Minute)},
+		{name: "expired (past the minute of leeway)", token: func() string { return podToken }, at: now.Add(61*time.Minute + time.Second)},
+		{name: "not yet valid", token: func() string { return podToken }, at: now.Add(-61 * time.Second)},
 		{name: "wrong audience", token: func() string { return f.mint(t, TokenBinding{}, []string{"vault"}, time.Hour) }},
 		{name: "signed by another key", token: func() string { return otherToken }},
 		{name: "HMAC with a guessed secret", token: func() string { return hs }},
@@ -210,6 +210,14 @@ func TestServiceAccountTokenAuthentication(t *testing.T) {
 		})
 	}
 
+	// A minute of clock skew is allowed either way, as upstream.
+	f = newTokenFixture(t)
+	tok := f.mint(t, TokenBinding{}, api, time.Hour)
+	for _, at := range []time.Time{now.Add(60*time.Minute + 59*time.Second), now.Add(-59 * time.Second)} {
+		if _, _, err := f.auth.AuthenticateToken(tok, at); err != nil {
+			t.Errorf("at %s: %v", at.Sub(now), err)
+		}
+	}
 	// A pod being deleted keeps its tokens for a minute.
 	f = newTokenFixture(t)
 	p := f.pod.DeepCopy()
