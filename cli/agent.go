@@ -47,7 +47,7 @@ func agentCommand(run func(context.Context, *agentOptions) error) *urfave.Comman
 			debugFlag(&o.debug),
 			// k3s's --server reads K3S_URL: the one flag whose variable
 			// is not named after it.
-			&urfave.StringFlag{Name: "server", Aliases: []string{"s"}, Usage: "the server to join, https://<server>:6443", EnvVars: []string{"KELP_URL"}, Destination: &o.server},
+			serverURLFlag(&o.server, "", "the server to join, https://<server>:6443"),
 			tokenFlag(&o.token, "token to join with: the server's node-token, token, or a bootstrap token from kelp token create"),
 			tokenFileFlag(&o.tokenFile),
 			&urfave.StringFlag{Name: "kubeconfig", Usage: "kubeconfig with a node's rights, instead of joining with --server and --token", EnvVars: env("KUBECONFIG"), Destination: &o.kubeconfig},

@@ -244,7 +244,7 @@ func TestBadKubeconfigMode(t *testing.T) {
 
 // allFlags are the flags of every command and kelp's own.
 func allFlags() map[string][]urfave.Flag {
-	all := map[string][]urfave.Flag{"kelp": GlobalFlags(), "server": Server().Flags, "agent": Agent().Flags, "killall": KillAll().Flags}
+	all := map[string][]urfave.Flag{"kelp": GlobalFlags(), "server": Server().Flags, "agent": Agent().Flags, "killall": KillAll().Flags, "kubeconfig": Kubeconfig().Flags}
 	for _, sub := range Token().Subcommands {
 		all["token "+sub.Name] = sub.Flags
 	}
@@ -299,7 +299,7 @@ func TestEnvVars(t *testing.T) {
 // kelp binary before the flags moved here).
 func TestHelp(t *testing.T) {
 	clearEnv(t)
-	for _, cmd := range []*urfave.Command{Server(), Agent(), KillAll(), Token()} {
+	for _, cmd := range []*urfave.Command{Server(), Agent(), KillAll(), Token(), Kubeconfig()} {
 		out, err := run(t, cmd, "--help")
 		if err != nil {
 			t.Fatal(err)

@@ -52,6 +52,13 @@ func nodeIPFlag(dst *string, defaultText string) urfave.Flag {
 	return &urfave.StringFlag{Name: "node-ip", Usage: "the node's InternalIP (default: " + defaultText + ")", EnvVars: env("NODE_IP"), Destination: dst}
 }
 
+// serverURLFlag is the API server to reach: for `kelp agent` the one to
+// join, for `kelp kubeconfig` the one the kubeconfig names. Its variable is
+// k3s's KELP_URL (K3S_URL).
+func serverURLFlag(dst *string, value, usage string) urfave.Flag {
+	return &urfave.StringFlag{Name: "server", Aliases: []string{"s"}, Value: value, Usage: usage, EnvVars: []string{"KELP_URL"}, Destination: dst}
+}
+
 // tokenFlag and tokenFileFlag choose a join secret: on `kelp server` the
 // server's, on `kelp agent` the one to join with.
 func tokenFlag(dst *string, usage string) urfave.Flag {

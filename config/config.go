@@ -42,6 +42,13 @@ const (
 	FlannelIface = ""
 )
 
+// ServiceAccountIssuer is the iss of bound service-account tokens and the
+// API server's audience, as k3s sets --service-account-issuer and
+// --api-audiences: the API's in-cluster name.
+func ServiceAccountIssuer(clusterDomain string) string {
+	return "https://kubernetes.default.svc." + clusterDomain
+}
+
 // Listeners.
 const (
 	BindAddress = "0.0.0.0"

@@ -31,8 +31,9 @@ const nodeCIDRMaskSize = 24
 // startControlLoops runs kube-controller-manager's loops and the scheduler
 // as two leader-elected components, each an API client with its own identity,
 // talking to the API server over loopback HTTPS like any other client. The
-// returned wait blocks until they have stopped.
-func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL string) (wait func(), err error) {
+// returned wait blocks until they have stopped. signer mints the legacy
+// Secrets' tokens (see serviceaccount.Signer).
+func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL string, signer serviceaccount.Signer) (wait func(), err error) {
 	kcm, err := ca.RESTConfig(apiURL, config.ControllerManagerUser, nil)
 	if err != nil {
 		return nil, err
@@ -68,6 +69,7 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 		go deployment.New(t.Client, t.Informer, t.Recorder("deployment-controller")).Run(ctx, 5)
 		go serviceaccount.New(t.Client, t.Informer).Run(ctx, 2)
 		go serviceaccount.NewRootCAPublisher(t.Client, t.Informer, ca.CertPEM).Run(ctx, 2)
+		go serviceaccount.NewTokensController(t.Client, t.Informer, signer, ca.CertPEM).Run(ctx, 2)
 		ns, err := namespace.NewForConfig(t.Config, t.Client, t.Informer)
 		if err != nil {
 			return err

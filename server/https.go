@@ -25,6 +25,7 @@ import (
 // apiServing is the API server behind its HTTPS listener.
 type apiServing struct {
 	api      *apiserver.Server
+	signer   *auth.TokenSigner // service-account tokens, also for the token controller
 	join     *join.Handler
 	port     int // the bound one: --https-listen-port 0 picks a free port
 	srv      *http.Server
@@ -58,6 +59,14 @@ func startAPI(ctx context.Context, cfg Config, e *etcd.Etcd, ca *pki.CA, tokens 
 	if err != nil {
 		return nil, err
 	}
+	saKey, err := pki.LoadOrCreateServiceAccountKey(tlsDir)
+	if err != nil {
+		return nil, fmt.Errorf("service-account key: %w", err)
+	}
+	issuer := config.ServiceAccountIssuer(cfg.ClusterDomain)
+	if a.signer, err = auth.NewTokenSigner(issuer, saKey); err != nil {
+		return nil, err
+	}
 	a.api, err = apiserver.New(apiCtx, apiserver.Config{
 		Etcd: e.Client,
 		// The server secret, bare or as the full token file holds it,
@@ -75,6 +84,10 @@ func startAPI(ctx context.Context, cfg Config, e *etcd.Etcd, ca *pki.CA, tokens 
 		DefaultNotReadyTolerationSeconds:    cfg.DefaultNotReadyTolerationSeconds,
 		DefaultUnreachableTolerationSeconds: cfg.DefaultUnreachableTolerationSeconds,
 		KubeletClientCert:                   &kubeletClient,
+		// As k3s: the issuer is the in-cluster name of the API, and the
+		// API's only audience.
+		ServiceAccountSigner: a.signer,
+		APIAudiences:         []string{issuer},
 	})
 	if err != nil {
 		return nil, err

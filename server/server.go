@@ -124,7 +124,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	s.clients, s.stopClients = context.WithCancel(ctx)
-	if s.waitLoops, err = startControlLoops(s.clients, cfg, s.CA, s.URL); err != nil {
+	if s.waitLoops, err = startControlLoops(s.clients, cfg, s.CA, s.URL, s.api.signer); err != nil {
 		return nil, fmt.Errorf("control loops: %w", err)
 	}
 	if s.NodeConfig, err = s.CA.RESTConfig(s.URL, config.NodeUser(cfg.NodeName), []string{config.NodesGroup}); err != nil {

@@ -115,6 +115,8 @@ type Kubelet struct {
 	// not list them.
 	secrets *objectCache[*corev1.Secret]
 	configs *objectCache[*corev1.ConfigMap]
+	// tokens are the pods' service-account tokens (tokens.go).
+	tokens *tokenManager
 
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
@@ -132,7 +134,7 @@ func New(cfg Config, client kubernetes.Interface, rt Runtime, recorder record.Ev
 		cfg.CgroupRoot = config.CgroupRoot
 	}
 	return &Kubelet{cfg: cfg, client: client, runtime: rt, recorder: recorder, machine: nodestatus.Host{DataDir: cfg.DataDir},
-		secrets: secretCache(client), configs: configMapCache(client), workers: map[types.UID]*podWorker{}}
+		secrets: secretCache(client), configs: configMapCache(client), tokens: newTokenManager(client), workers: map[types.UID]*podWorker{}}
 }
 
 // Run registers the node, sets up the pod network, and runs pods until
@@ -271,6 +273,7 @@ func (k *Kubelet) forget(uid types.UID) {
 	k.mu.Lock()
 	delete(k.workers, uid)
 	k.mu.Unlock()
+	k.tokens.forget(uid)
 }
 
 // relist is the pod lifecycle event generator: container exits wake their

@@ -21,8 +21,8 @@ func (k *Kubelet) volumeDir(pod *corev1.Pod, name string) string {
 }
 
 // prepareVolumes makes every volume's content ready before containers
-// start, and refreshes configMap, secret and downward API content on each
-// sync (files are replaced by rename, so containers see whole files).
+// start, and refreshes configMap, secret, downward API and token content
+// on each sync (files are replaced by rename, so containers see whole files).
 func (k *Kubelet) prepareVolumes(ctx context.Context, pod *corev1.Pod) error {
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
@@ -82,6 +82,8 @@ func (k *Kubelet) prepareVolume(ctx context.Context, pod *corev1.Pod, v *corev1.
 				part, err = k.secretFiles(ctx, pod, src.Secret.Name, src.Secret.Items, src.Secret.Optional, v.Projected.DefaultMode)
 			case src.DownwardAPI != nil:
 				part, err = k.downwardFiles(pod, src.DownwardAPI.Items, v.Projected.DefaultMode)
+			case src.ServiceAccountToken != nil:
+				part, err = k.tokenFiles(ctx, pod, src.ServiceAccountToken, v.Projected.DefaultMode)
 			default:
 				err = fmt.Errorf("projected source %+v is not supported by kelp yet", src)
 			}
@@ -216,6 +218,16 @@ func (k *Kubelet) downwardFiles(pod *corev1.Pod, items []corev1.DownwardAPIVolum
 		out[it.Path] = volumeFile{[]byte(v), fileMode(it.Mode, def)}
 	}
 	return out, nil
+}
+
+// tokenFiles is a serviceAccountToken projection: the pod's token, from
+// the token manager (fetched or refreshed when due).
+func (k *Kubelet) tokenFiles(ctx context.Context, pod *corev1.Pod, src *corev1.ServiceAccountTokenProjection, def *int32) (map[string]volumeFile, error) {
+	tok, err := k.tokens.token(ctx, pod, src)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]volumeFile{src.Path: {[]byte(tok), fileMode(nil, def)}}, nil
 }
 
 // writeVolumeFiles makes dir hold exactly files: each is written to a

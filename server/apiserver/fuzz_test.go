@@ -34,6 +34,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -47,8 +48,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/kelp-project/kelp/server/apiserver/defaults"
 	"github.com/kelp-project/kelp/server/apiserver/registry"
 	"github.com/kelp-project/kelp/server/apiserver/storage"
+	"github.com/kelp-project/kelp/server/apiserver/validation"
 )
 
 // ---------------------------------------------------------------------------
@@ -558,6 +561,43 @@ func FuzzPatchMerge(f *testing.F) {
 func FuzzPatchStrategic(f *testing.F) {
 	fuzzPatch(f, types.StrategicMergePatchType, kubectlStrategicPatches,
 		http.StatusBadRequest, http.StatusUnprocessableEntity)
+}
+
+// ---------------------------------------------------------------------------
+// FuzzTokenRequest: serviceaccounts/token bodies through decoding,
+// defaulting and validation: every refusal is a 400, 415 or 422 Status.
+
+func FuzzTokenRequest(f *testing.F) {
+	f.Add([]byte(`{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"audiences":["a"],"expirationSeconds":3600}}`), mediaJSON)
+	f.Add([]byte(`{"spec":{"expirationSeconds":60}}`), mediaJSON)
+	f.Add([]byte(`{"spec":{"expirationSeconds":-1}}`), mediaJSON)
+	f.Add([]byte(`{"spec":{"expirationSeconds":99999999999999999999}}`), mediaJSON)
+	f.Add([]byte(`{"spec":{"expirationSeconds":"soon"}}`), mediaJSON)
+	f.Add([]byte(`{"spec":{"boundObjectRef":{"kind":"Pod","apiVersion":"v1","name":"p","uid":"u"}}}`), mediaJSON)
+	f.Add([]byte(`{"apiVersion":"v1","kind":"Pod"}`), mediaJSON)
+	f.Add([]byte("spec:\n  expirationSeconds: 4294967297\n"), mediaYAML)
+	f.Add([]byte(`null`), mediaJSON)
+	f.Fuzz(func(t *testing.T, body []byte, ct string) {
+		r := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/default/serviceaccounts/app/token", bytes.NewReader(body))
+		r.Header.Set("Content-Type", ct)
+		tr := &authenticationv1.TokenRequest{}
+		if err := decodeInto(httptest.NewRecorder(), r, body, mediaType(r), tokenRequestGVK, tr); err != nil {
+			requireStatus(t, err, http.StatusBadRequest, http.StatusUnsupportedMediaType)
+			return
+		}
+		defaults.TokenRequest(tr)
+		if tr.Spec.ExpirationSeconds == nil {
+			t.Fatal("no expirationSeconds after defaulting")
+		}
+		secs := *tr.Spec.ExpirationSeconds
+		errs := validation.TokenRequest(tr)
+		if ok := secs >= 600 && secs <= 1<<32; ok != (len(errs) == 0) {
+			t.Fatalf("expirationSeconds %d: errors %v", secs, errs)
+		}
+		if len(errs) > 0 {
+			requireStatus(t, apierrors.NewInvalid(tokenRequestGVK.GroupKind(), "app", errs), http.StatusUnprocessableEntity)
+		}
+	})
 }
 
 // ---------------------------------------------------------------------------

@@ -44,25 +44,9 @@ func (n nodeObjects) PodsOnNode(namespace, node string) ([]*corev1.Pod, error) {
 }
 
 func (n nodeObjects) Pod(namespace, name string) (*corev1.Pod, error) {
-	obj, err := n.s.getter(podsGVR).Get(context.Background(), namespace, name)
-	if err != nil {
-		return nil, err
-	}
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return nil, fmt.Errorf("pods: unexpected %T", obj)
-	}
-	return p, nil
+	return getAs[*corev1.Pod](n.s, podsGVR, namespace, name)
 }
 
 func (n nodeObjects) PersistentVolumeClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error) {
-	obj, err := n.s.getter(schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}).Get(context.Background(), namespace, name)
-	if err != nil {
-		return nil, err
-	}
-	c, ok := obj.(*corev1.PersistentVolumeClaim)
-	if !ok {
-		return nil, fmt.Errorf("persistentvolumeclaims: unexpected %T", obj)
-	}
-	return c, nil
+	return getAs[*corev1.PersistentVolumeClaim](n.s, schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}, namespace, name)
 }

@@ -22,7 +22,13 @@ func (s *Server) review(w http.ResponseWriter, r *http.Request, sv *served) {
 	u := auth.UserFrom(r.Context())
 	switch rev := obj.(type) {
 	case *authenticationv1.SelfSubjectReview:
-		rev.Status.UserInfo = authenticationv1.UserInfo{Username: u.Name, Groups: u.Groups}
+		rev.Status.UserInfo = authenticationv1.UserInfo{Username: u.Name, UID: u.UID, Groups: u.Groups}
+		for k, v := range u.Extra {
+			if rev.Status.UserInfo.Extra == nil {
+				rev.Status.UserInfo.Extra = map[string]authenticationv1.ExtraValue{}
+			}
+			rev.Status.UserInfo.Extra[k] = v
+		}
 	case *authorizationv1.SelfSubjectAccessReview:
 		info := requestInfo{}
 		if ra := rev.Spec.ResourceAttributes; ra != nil {

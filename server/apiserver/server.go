@@ -58,6 +58,12 @@ type Config struct {
 	// KubeletClientCert is what the API server presents to kubelets when
 	// it proxies pods/log, pods/exec and pods/attach.
 	KubeletClientCert *tls.Certificate
+	// ServiceAccountSigner mints and checks service-account tokens
+	// (serviceaccounts/token, OIDC discovery, the token authenticator);
+	// nil serves none. APIAudiences are the audiences a token must carry
+	// to be accepted here, and the default of a TokenRequest's.
+	ServiceAccountSigner *auth.TokenSigner
+	APIAudiences         []string
 }
 
 // Server serves the Kubernetes API.
@@ -98,7 +104,7 @@ func (sv *served) subresource(name string) (registry.Subresource, bool) {
 func New(ctx context.Context, cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:            cfg,
-		authenticators: append([]auth.Authenticator{auth.CertAuthenticator{}}, cfg.Authenticators...),
+		authenticators: []auth.Authenticator{auth.CertAuthenticator{}},
 		authorizer:     cfg.Authorizer,
 		resources:      map[schema.GroupVersionResource]*served{},
 		byGroup:        map[string][]*served{},
@@ -108,6 +114,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.services = svc
+	// Service-account tokens go before the static tokens, which refuse
+	// every bearer token they do not know.
+	if cfg.ServiceAccountSigner != nil {
+		s.authenticators = append(s.authenticators, &auth.ServiceAccountAuthenticator{
+			Signer: cfg.ServiceAccountSigner, Audiences: cfg.APIAudiences, Objects: tokenObjects{s}})
+	}
+	s.authenticators = append(s.authenticators, cfg.Authenticators...)
 	var stores []*storage.Store
 	var specs []openapi.Resource
 	byType := map[reflect.Type]*registry.Resource{}
@@ -266,6 +279,8 @@ func (s *Server) serveNonResource(w http.ResponseWriter, r *http.Request, info r
 		s.writeError(w, r, apierrors.NewNotFound(schema.GroupResource{}, ""))
 	case strings.HasPrefix(p, "/openapi/"):
 		s.openapi.ServeHTTP(w, r)
+	case p == auth.OpenIDConfigPath || p == auth.JWKSPath:
+		s.serveIssuerDiscovery(w, r)
 	default:
 		s.writeError(w, r, notFoundPath(p))
 	}

@@ -10,19 +10,24 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-// WriteKubeconfig writes a kubeconfig with one cluster, one user (client
-// certificate) and one context, all named "default" as k3s does.
+// WriteKubeconfig writes Kubeconfig to path.
 func WriteKubeconfig(path string, mode os.FileMode, server string, caPEM, certPEM, keyPEM []byte) error {
+	data, err := Kubeconfig(server, caPEM, certPEM, keyPEM)
+	if err != nil {
+		return err
+	}
+	return WriteFile(path, data, mode)
+}
+
+// Kubeconfig is a kubeconfig with one cluster, one user (client
+// certificate) and one context, all named "default" as k3s does.
+func Kubeconfig(server string, caPEM, certPEM, keyPEM []byte) ([]byte, error) {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["default"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
 	cfg.AuthInfos["default"] = &clientcmdapi.AuthInfo{ClientCertificateData: certPEM, ClientKeyData: keyPEM}
 	cfg.Contexts["default"] = &clientcmdapi.Context{Cluster: "default", AuthInfo: "default"}
 	cfg.CurrentContext = "default"
-	data, err := clientcmd.Write(*cfg)
-	if err != nil {
-		return err
-	}
-	return WriteFile(path, data, mode)
+	return clientcmd.Write(*cfg)
 }
 
 // RESTConfig is a client configuration for an in-process component: it

@@ -40,16 +40,10 @@ func LoadOrCreateCA(dir string) (*CA, error) {
 		return nil, err
 	}
 	certFile, keyFile := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
-	if certPEM, err := os.ReadFile(certFile); err == nil {
-		keyPEM, err := os.ReadFile(keyFile)
-		if err != nil {
-			return nil, err
-		}
-		cert, key, err := parsePair(certPEM, keyPEM)
-		if err != nil {
-			return nil, fmt.Errorf("CA in %s: %w", dir, err)
-		}
-		return &CA{Cert: cert, Key: key, CertPEM: certPEM}, nil
+	// Only a missing certificate means a first start: a certificate
+	// without its key is an error, never replaced.
+	if _, err := os.Stat(certFile); err == nil {
+		return LoadCA(dir)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
@@ -82,6 +76,25 @@ func LoadOrCreateCA(dir string) (*CA, error) {
 	}
 	if err := WriteFile(certFile, certPEM, 0o644); err != nil {
 		return nil, err
+	}
+	return &CA{Cert: cert, Key: key, CertPEM: certPEM}, nil
+}
+
+// LoadCA reads the CA that dir/ca.crt and dir/ca.key hold (for commands
+// run beside a server, such as `kelp kubeconfig`); a missing one is
+// os.ErrNotExist.
+func LoadCA(dir string) (*CA, error) {
+	certPEM, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := os.ReadFile(filepath.Join(dir, "ca.key"))
+	if err != nil {
+		return nil, err
+	}
+	cert, key, err := parsePair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("CA in %s: %w", dir, err)
 	}
 	return &CA{Cert: cert, Key: key, CertPEM: certPEM}, nil
 }
@@ -141,9 +154,16 @@ func (ca *CA) covers(cert *x509.Certificate, dnsNames []string, ips []net.IP) bo
 // ClientCert issues a client certificate: the API server reads the user from
 // CN and the groups from O.
 func (ca *CA) ClientCert(user string, groups []string) (certPEM, keyPEM []byte, err error) {
+	return ca.ClientCertFor(user, groups, certValidity)
+}
+
+// ClientCertFor is ClientCert valid for ttl instead of a year (the
+// per-user kubeconfigs of `kelp kubeconfig --ttl`).
+func (ca *CA) ClientCertFor(user string, groups []string, ttl time.Duration) (certPEM, keyPEM []byte, err error) {
 	return ca.issue(&x509.Certificate{
 		Subject:     pkix.Name{CommonName: user, Organization: groups},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		NotAfter:    time.Now().Add(ttl),
 	})
 }
 
@@ -181,12 +201,15 @@ func (ca *CA) issue(tmpl *x509.Certificate) (certPEM, keyPEM []byte, err error) 
 	return certPEM, keyPEM, nil
 }
 
-// sign completes tmpl (serial, validity, key usage) and signs it for pub.
+// sign completes tmpl (serial, validity unless tmpl sets NotAfter, key
+// usage) and signs it for pub.
 func (ca *CA) sign(pub crypto.PublicKey, tmpl *x509.Certificate) ([]byte, error) {
 	now := time.Now()
 	tmpl.SerialNumber = serial()
 	tmpl.NotBefore = now.Add(-time.Hour)
-	tmpl.NotAfter = now.Add(certValidity)
+	if tmpl.NotAfter.IsZero() {
+		tmpl.NotAfter = now.Add(certValidity)
+	}
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, pub, ca.Key)
 	if err != nil {

@@ -2,7 +2,7 @@
 // layout archives that a node agent imports from its air-gap directory
 // (<data-dir>/agent/images/*.tar). No registry is needed: busybox comes from
 // the host's Debian busybox-static and the demo app is compiled from
-// test/images/demo.
+// test/images/demo, the in-cluster API client from test/images/incluster.
 //
 // The archives are reproducible (fixed timestamps, sorted contents, a
 // -trimpath build) and cached: Build only rebuilds when an input is newer
@@ -24,6 +24,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -35,13 +36,17 @@ const (
 	Busybox = "docker.io/library/busybox:1.35" // Debian busybox-static is 1.35
 	Demo    = "docker.io/kelp/demo:v1"
 	DemoV2  = "docker.io/kelp/demo:v2" // same binary, VERSION=v2 in its config Env, for rolling-update tests
+	// InCluster runs test/images/incluster: client-go's InClusterConfig
+	// listing the pods of its namespace (service-account token tests).
+	InCluster = "docker.io/kelp/incluster:v1"
 )
 
 // Archive file names Build writes, in the order it returns them.
 const (
-	BusyboxArchive = "busybox.tar"
-	DemoArchive    = "demo-v1.tar"
-	DemoV2Archive  = "demo-v2.tar"
+	BusyboxArchive   = "busybox.tar"
+	DemoArchive      = "demo-v1.tar"
+	DemoV2Archive    = "demo-v2.tar"
+	InClusterArchive = "incluster-v1.tar"
 )
 
 // BusyboxPath is where Build takes the static busybox binary from.
@@ -63,9 +68,10 @@ const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbi
 // digests only change when the contents do.
 var epoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// Build writes busybox.tar, demo-v1.tar and demo-v2.tar (OCI image layout
-// archives) into dir, creating it if needed, and returns their paths in that
-// order. It compiles test/images/demo with the go toolchain (CGO_ENABLED=0)
+// Build writes busybox.tar, demo-v1.tar, demo-v2.tar and incluster-v1.tar
+// (OCI image layout archives) into dir, creating it if needed, and returns
+// their paths in that order. It compiles test/images/demo and
+// test/images/incluster with the go toolchain (CGO_ENABLED=0)
 // and takes busybox from /usr/bin/busybox, which must be static (Debian's
 // busybox-static). When the archives exist and are newer than every input,
 // nothing is rebuilt. Concurrent callers (parallel test binaries) are
@@ -78,6 +84,7 @@ func Build(dir string) ([]string, error) {
 		filepath.Join(dir, BusyboxArchive),
 		filepath.Join(dir, DemoArchive),
 		filepath.Join(dir, DemoV2Archive),
+		filepath.Join(dir, InClusterArchive),
 	}
 	if err := checkBusybox(BusyboxPath); err != nil {
 		return nil, err
@@ -87,6 +94,7 @@ func Build(dir string) ([]string, error) {
 		return nil, err
 	}
 	demoDir := filepath.Join(root, "test", "images", "demo")
+	inClusterDir := filepath.Join(root, "test", "images", "incluster")
 
 	unlock, err := lockDir(dir)
 	if err != nil {
@@ -94,7 +102,7 @@ func Build(dir string) ([]string, error) {
 	}
 	defer unlock()
 
-	newest, err := newestInput(demoDir)
+	newest, err := newestInput(demoDir, inClusterDir)
 	if err != nil {
 		return nil, err
 	}
@@ -108,8 +116,11 @@ func Build(dir string) ([]string, error) {
 	}
 	defer os.RemoveAll(tmp)
 
-	demoBin := filepath.Join(tmp, "demo")
-	if err := compileDemo(root, demoBin); err != nil {
+	demoBin, inClusterBin := filepath.Join(tmp, "demo"), filepath.Join(tmp, "incluster")
+	if err := compile(root, "./test/images/demo", demoBin); err != nil {
+		return nil, err
+	}
+	if err := compile(root, "./test/images/incluster", inClusterBin); err != nil {
 		return nil, err
 	}
 	bbFiles, err := busyboxFiles(BusyboxPath)
@@ -121,6 +132,11 @@ func Build(dir string) ([]string, error) {
 		return nil, err
 	}
 	demoFiles := append(append([]file(nil), bbFiles...), file{name: "demo", mode: 0o755, data: demoData})
+	inClusterData, err := os.ReadFile(inClusterBin)
+	if err != nil {
+		return nil, err
+	}
+	inClusterFiles := append(append([]file(nil), bbFiles...), file{name: "incluster", mode: 0o755, data: inClusterData})
 
 	demoConfig := func(version string) containerConfig {
 		return containerConfig{
@@ -139,6 +155,7 @@ func Build(dir string) ([]string, error) {
 		{Busybox, bbFiles, containerConfig{Env: []string{defaultPath}, Cmd: []string{"sh"}, WorkingDir: "/"}},
 		{Demo, demoFiles, demoConfig("v1")},
 		{DemoV2, demoFiles, demoConfig("v2")},
+		{InCluster, inClusterFiles, containerConfig{Env: []string{defaultPath}, Entrypoint: []string{"/incluster"}, WorkingDir: "/", StopSignal: "SIGTERM"}},
 	}
 	for i, img := range images {
 		if err := writeArchive(paths[i], img.ref, img.files, img.config); err != nil {
@@ -208,7 +225,7 @@ func lockDir(dir string) (func(), error) {
 
 // newestInput returns the latest modification time of the inputs: the
 // busybox binary, the demo sources and this package's own sources.
-func newestInput(demoDir string) (time.Time, error) {
+func newestInput(progDirs ...string) (time.Time, error) {
 	var newest time.Time
 	consider := func(path string) error {
 		fi, err := os.Stat(path)
@@ -223,7 +240,7 @@ func newestInput(demoDir string) (time.Time, error) {
 	if err := consider(BusyboxPath); err != nil {
 		return newest, err
 	}
-	dirs := []string{demoDir, filepath.Dir(demoDir)}
+	dirs := append(slices.Clone(progDirs), filepath.Dir(progDirs[0]))
 	for _, d := range dirs {
 		srcs, err := filepath.Glob(filepath.Join(d, "*.go"))
 		if err != nil {
@@ -251,13 +268,14 @@ func upToDate(paths []string, newest time.Time) bool {
 	return true
 }
 
-func compileDemo(root, out string) error {
+// compile builds the static program pkg (relative to root) into out.
+func compile(root, pkg, out string) error {
 	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false",
-		"-ldflags=-s -w -buildid=", "-o", out, "./test/images/demo")
+		"-ldflags=-s -w -buildid=", "-o", out, pkg)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	if output, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("images: compiling test/images/demo: %v\n%s", err, output)
+		return fmt.Errorf("images: compiling %s: %v\n%s", pkg, err, output)
 	}
 	return nil
 }

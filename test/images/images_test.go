@@ -137,6 +137,12 @@ func checkArchive(t *testing.T, path, ref string, demo bool) {
 		t.Fatal("no /tmp")
 	}
 
+	if ref == InCluster {
+		if len(lf["incluster"]) == 0 || strings.Join(c.Config.Entrypoint, " ") != "/incluster" {
+			t.Fatalf("incluster image: %d bytes of /incluster, config %+v", len(lf["incluster"]), c.Config)
+		}
+		return
+	}
 	if !demo {
 		if strings.Join(c.Config.Cmd, " ") != "sh" {
 			t.Fatalf("busybox Cmd = %v", c.Config.Cmd)
@@ -167,12 +173,12 @@ func TestBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	refs := []string{Busybox, Demo, DemoV2}
+	refs := []string{Busybox, Demo, DemoV2, InCluster}
 	if len(paths) != len(refs) {
 		t.Fatalf("Build returned %v", paths)
 	}
 	for i, p := range paths {
-		t.Run(filepath.Base(p), func(t *testing.T) { checkArchive(t, p, refs[i], i > 0) })
+		t.Run(filepath.Base(p), func(t *testing.T) { checkArchive(t, p, refs[i], refs[i] == Demo || refs[i] == DemoV2) })
 	}
 
 	// A second Build is served from the cache.

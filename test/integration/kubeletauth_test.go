@@ -135,6 +135,28 @@ func TestKubeletRunsPodsUnderNodeCredentials(t *testing.T) {
 	if data, err := os.ReadFile(filepath.Join(dataDir, "pods", string(created.UID), "volumes", "creds", "password")); err != nil || string(data) != "hunter2" {
 		t.Errorf("secret volume: %q %v", data, err)
 	}
+	// The kube-api-access volume admission added holds a token the kubelet
+	// requested as the node, bound to the pod, and the namespace and CA.
+	var tokenVolume string
+	for _, v := range created.Spec.Volumes {
+		if strings.HasPrefix(v.Name, "kube-api-access-") {
+			tokenVolume = filepath.Join(dataDir, "pods", string(created.UID), "volumes", v.Name)
+		}
+	}
+	token, err := os.ReadFile(filepath.Join(tokenVolume, "token"))
+	if err != nil {
+		t.Fatalf("no token in the kube-api-access volume: %v", err)
+	}
+	if u, err := s.whoami(t, string(token)); err != nil || u.Username != "system:serviceaccount:default:default" ||
+		len(u.Extra["authentication.kubernetes.io/pod-name"]) != 1 || u.Extra["authentication.kubernetes.io/pod-name"][0] != "web" {
+		t.Errorf("the pod's token: %+v %v", u, err)
+	}
+	if ns, _ := os.ReadFile(filepath.Join(tokenVolume, "namespace")); string(ns) != "default" {
+		t.Errorf("namespace file %q", ns)
+	}
+	if ca, _ := os.ReadFile(filepath.Join(tokenVolume, "ca.crt")); !strings.Contains(string(ca), "BEGIN CERTIFICATE") {
+		t.Errorf("ca.crt %q", ca)
+	}
 	spec, _ := rt.SpecOf("app")
 	if env := strings.Join(spec.Env, " "); !strings.Contains(env, "MODE=fast") {
 		t.Errorf("env %s lacks MODE=fast", env)

@@ -64,11 +64,11 @@ type Chain struct {
 // New builds the chain of built-in plugins.
 func New(cfg Config) *Chain {
 	return &Chain{
-		mutating: []Mutating{serviceAccount{},
+		mutating: []Mutating{newServiceAccount(cfg.Getter(serviceAccountsGVR)),
 			defaultTolerationSeconds{notReady: cfg.DefaultNotReadyTolerationSeconds, unreachable: cfg.DefaultUnreachableTolerationSeconds}},
 		// NodeRestriction first: a node's write to what is not its own is
 		// refused before anything is looked up for it.
-		validating: []Validating{nodeRestriction{}, namespaceLifecycle{namespaces: cfg.Getter(namespacesResource)}},
+		validating: []Validating{nodeRestriction{pods: cfg.Getter(podsResource)}, namespaceLifecycle{namespaces: cfg.Getter(namespacesResource)}},
 	}
 }
 
@@ -104,4 +104,5 @@ func creatingPod(a *Attributes) (*corev1.Pod, bool) {
 var (
 	podsResource       = corev1.SchemeGroupVersion.WithResource("pods")
 	namespacesResource = corev1.SchemeGroupVersion.WithResource("namespaces")
+	serviceAccountsGVR = corev1.SchemeGroupVersion.WithResource("serviceaccounts")
 )

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 )
 
 // fakeNamespaces is an ObjectGetter over a fixed set of namespaces that
@@ -36,14 +38,50 @@ func (f *fakeNamespaces) Get(_ context.Context, namespace, name string) (runtime
 	return nil, apierrors.NewNotFound(corev1.Resource("namespaces"), name)
 }
 
+// fakeObjects is an ObjectGetter over objects keyed namespace/name that
+// counts its lookups.
+type fakeObjects struct {
+	items map[string]runtime.Object
+	gets  int
+}
+
+func (f *fakeObjects) Get(_ context.Context, namespace, name string) (runtime.Object, error) {
+	f.gets++
+	if o, ok := f.items[namespace+"/"+name]; ok {
+		return o.DeepCopyObject(), nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{}, name)
+}
+
+// testAccounts are the ServiceAccounts the chains of these tests see:
+// "default" in the namespaces they use, "builder", and "quiet", which
+// opts out of token automounting.
+func testAccounts() *fakeObjects {
+	f := &fakeObjects{items: map[string]runtime.Object{}}
+	for _, key := range []string{"/default", "default/default", "missing/default", "active/default", "terminating/default", "default/builder", "default/sa"} {
+		ns, name, _ := strings.Cut(key, "/")
+		f.items[key] = &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	}
+	f.items["default/quiet"] = &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "quiet"},
+		AutomountServiceAccountToken: ptr.To(false)}
+	return f
+}
+
 func newChain(t *testing.T, ns *fakeNamespaces) *Chain {
 	t.Helper()
+	accounts := testAccounts()
 	return New(Config{
 		Getter: func(gvr schema.GroupVersionResource) ObjectGetter {
-			if gvr != corev1.SchemeGroupVersion.WithResource("namespaces") {
-				t.Errorf("getter asked for %s", gvr)
+			switch gvr {
+			case corev1.SchemeGroupVersion.WithResource("namespaces"):
+				return ns
+			case corev1.SchemeGroupVersion.WithResource("serviceaccounts"):
+				return accounts
+			case corev1.SchemeGroupVersion.WithResource("pods"):
+				return &fakeObjects{}
 			}
-			return ns
+			t.Errorf("getter asked for %s", gvr)
+			return nil
 		},
 		DefaultNotReadyTolerationSeconds:    120,
 		DefaultUnreachableTolerationSeconds: 60,
@@ -81,14 +119,18 @@ func TestServiceAccountDefaulting(t *testing.T) {
 			if pod.Spec.ServiceAccountName != tc.want {
 				t.Errorf("serviceAccountName = %q, want %q", pod.Spec.ServiceAccountName, tc.want)
 			}
-			wantDeprecated := ""
-			if tc.sa == "" && tc.want == "default" {
-				wantDeprecated = "default"
-			}
-			if pod.Spec.DeprecatedServiceAccount != wantDeprecated {
-				t.Errorf("serviceAccount = %q, want %q", pod.Spec.DeprecatedServiceAccount, wantDeprecated)
+			if pod.Spec.DeprecatedServiceAccount != tc.want {
+				t.Errorf("serviceAccount = %q, want %q", pod.Spec.DeprecatedServiceAccount, tc.want)
 			}
 		})
+	}
+	// Only the deprecated field set: it names the account.
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"}, Spec: corev1.PodSpec{DeprecatedServiceAccount: "builder"}}
+	if err := c.Admit(context.Background(), &Attributes{Operation: "CREATE", Resource: podsGVR, Namespace: "default", Name: "p", Object: pod}); err != nil {
+		t.Fatal(err)
+	}
+	if pod.Spec.ServiceAccountName != "builder" || pod.Spec.DeprecatedServiceAccount != "builder" {
+		t.Errorf("deprecated serviceAccount builder: %q/%q", pod.Spec.ServiceAccountName, pod.Spec.DeprecatedServiceAccount)
 	}
 	// A create of something else that is not a Pod is left alone.
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "default"}}
@@ -166,7 +208,8 @@ func TestDefaultTolerationSeconds(t *testing.T) {
 		t.Errorf("pods share tolerationSeconds: %d", got)
 	}
 	// The configured values are what is added (upstream's default is 300).
-	c300 := New(Config{Getter: func(schema.GroupVersionResource) ObjectGetter { return &fakeNamespaces{} },
+	accounts := testAccounts()
+	c300 := New(Config{Getter: func(schema.GroupVersionResource) ObjectGetter { return accounts },
 		DefaultNotReadyTolerationSeconds: 300, DefaultUnreachableTolerationSeconds: 300})
 	p3 := &corev1.Pod{}
 	if err := c300.Admit(context.Background(), &Attributes{Operation: "CREATE", Resource: podsGVR, Object: p3}); err != nil {
@@ -315,5 +358,92 @@ func TestChainRunsEveryPlugin(t *testing.T) {
 	}
 	if err := c.Validate(context.Background(), a); !apierrors.IsNotFound(err) {
 		t.Errorf("Validate: %v, want NotFound", err)
+	}
+}
+
+func podWith(sa string, automount *bool) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"}, Spec: corev1.PodSpec{
+		ServiceAccountName: sa, AutomountServiceAccountToken: automount,
+		InitContainers: []corev1.Container{{Name: "init"}},
+		Containers:     []corev1.Container{{Name: "a"}, {Name: "b", VolumeMounts: []corev1.VolumeMount{{Name: "own", MountPath: TokenMountPath}}}},
+		Volumes:        []corev1.Volume{{Name: "own"}},
+	}}
+}
+
+func TestServiceAccountTokenVolume(t *testing.T) {
+	c := newChain(t, &fakeNamespaces{})
+	admit := func(p *corev1.Pod) error {
+		return c.Admit(context.Background(), &Attributes{Operation: "CREATE", Resource: podsGVR, Namespace: "default", Name: "p", Object: p})
+	}
+	p := podWith("", nil)
+	if err := admit(p); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Spec.Volumes) != 2 {
+		t.Fatalf("volumes %+v, want own and kube-api-access", p.Spec.Volumes)
+	}
+	v := p.Spec.Volumes[1]
+	if !strings.HasPrefix(v.Name, "kube-api-access-") || len(v.Name) != len("kube-api-access-")+5 {
+		t.Errorf("volume name %q", v.Name)
+	}
+	if want := TokenVolume(v.Name); !equality.Semantic.DeepEqual(v, want) {
+		t.Errorf("volume %+v, want %+v", v, want)
+	}
+	src := v.Projected.Sources
+	if src[0].ServiceAccountToken.Path != "token" || *src[0].ServiceAccountToken.ExpirationSeconds != 3607 ||
+		src[1].ConfigMap.Name != "kube-root-ca.crt" || src[1].ConfigMap.Items[0].Key != "ca.crt" ||
+		src[2].DownwardAPI.Items[0].FieldRef.FieldPath != "metadata.namespace" || *v.Projected.DefaultMode != 0o644 {
+		t.Errorf("sources %+v", src)
+	}
+	want := corev1.VolumeMount{Name: v.Name, ReadOnly: true, MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"}
+	for _, c := range []corev1.Container{p.Spec.InitContainers[0], p.Spec.Containers[0]} {
+		if len(c.VolumeMounts) != 1 || !equality.Semantic.DeepEqual(c.VolumeMounts[0], want) {
+			t.Errorf("container %s mounts %+v, want %+v", c.Name, c.VolumeMounts, want)
+		}
+	}
+	// A container that mounts its own volume there keeps it.
+	if m := p.Spec.Containers[1].VolumeMounts; len(m) != 1 || m[0].Name != "own" {
+		t.Errorf("container b mounts %+v", m)
+	}
+
+	// The pod's false wins over the account; the account's false counts
+	// when the pod says nothing; the pod's true wins over the account's.
+	for _, tc := range []struct {
+		sa        string
+		automount *bool
+		want      bool
+	}{{"builder", ptr.To(false), false}, {"quiet", nil, false}, {"quiet", ptr.To(true), true}, {"builder", nil, true}} {
+		p := podWith(tc.sa, tc.automount)
+		if err := admit(p); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(p.Spec.Volumes) == 2; got != tc.want {
+			t.Errorf("sa %s automount %v: token volume %v, want %v", tc.sa, tc.automount, got, tc.want)
+		}
+	}
+}
+
+func TestServiceAccountMissing(t *testing.T) {
+	accounts := testAccounts()
+	plugin := newServiceAccount(accounts)
+	plugin.retryInterval = func() time.Duration { return 0 }
+	a := &Attributes{Operation: "CREATE", Resource: podsGVR, Namespace: "new", Name: "p", Object: podWith("app", nil)}
+	err := plugin.Admit(context.Background(), a)
+	const msg = `pods "p" is forbidden: error looking up service account new/app: serviceaccount "app" not found`
+	if !apierrors.IsForbidden(err) || err.Error() != msg {
+		t.Errorf("err = %v, want 403 %q", err, msg)
+	}
+	if accounts.gets != 1 {
+		t.Errorf("%d lookups of a named account, want 1", accounts.gets)
+	}
+	// The default account is looked for again: its controller may be
+	// creating it right now.
+	accounts.gets = 0
+	a.Object = podWith("", nil)
+	if err := plugin.Admit(context.Background(), a); !apierrors.IsForbidden(err) {
+		t.Errorf("err = %v, want 403", err)
+	}
+	if accounts.gets != 10 {
+		t.Errorf("%d lookups of default, want 10", accounts.gets)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -33,21 +34,28 @@ import (
 //     kelp's kubelet does not run, so every create is refused;
 //   - write only its own Lease in kube-node-lease;
 //   - change nothing of a PersistentVolumeClaim but its status' capacity
-//     and conditions.
+//     and conditions;
+//   - request service-account tokens (serviceaccounts/token) only bound
+//     to a pod, by UID, that is bound to it (the Node authorizer has
+//     checked the ServiceAccount is one of its pods').
 //
 // It runs first among the validating plugins, so it judges the object as
 // it will be stored (after the strategy's preparation: a status write
 // carries the stored spec and labels), and on deletes, which kelp admits
 // only in the validating phase.
-type nodeRestriction struct{}
+type nodeRestriction struct {
+	pods ObjectGetter
+}
 
 var (
 	nodesResource  = corev1.SchemeGroupVersion.WithResource("nodes").GroupResource()
 	pvcsResource   = corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims").GroupResource()
 	leasesResource = coordinationv1.SchemeGroupVersion.WithResource("leases").GroupResource()
+	// serviceAccountsResource is also ServiceAccount admission's lookup.
+	serviceAccountsResource = corev1.SchemeGroupVersion.WithResource("serviceaccounts").GroupResource()
 )
 
-func (nodeRestriction) Validate(_ context.Context, a *Attributes) error {
+func (n nodeRestriction) Validate(ctx context.Context, a *Attributes) error {
 	node, isNode := auth.NodeIdentity(a.User)
 	if !isNode {
 		return nil
@@ -74,6 +82,46 @@ func (nodeRestriction) Validate(_ context.Context, a *Attributes) error {
 		return admitPVCStatus(node, a)
 	case leasesResource:
 		return admitLease(node, a)
+	case serviceAccountsResource:
+		if a.Subresource == "token" {
+			return n.admitTokenRequest(ctx, node, a)
+		}
+	}
+	return nil
+}
+
+// admitTokenRequest is upstream's admitServiceAccount, with its messages.
+func (n nodeRestriction) admitTokenRequest(ctx context.Context, node string, a *Attributes) error {
+	if a.Operation != "CREATE" {
+		return nil
+	}
+	tr, ok := a.Object.(*authenticationv1.TokenRequest)
+	if !ok {
+		return forbidden(a, "unexpected type %T", a.Object)
+	}
+	ref := tr.Spec.BoundObjectRef
+	if ref == nil || ref.Kind != "Pod" {
+		return forbidden(a, "node requested token not bound to a pod")
+	}
+	if ref.UID == "" {
+		return forbidden(a, "node requested token with a pod binding without a uid")
+	}
+	obj, err := n.pods.Get(ctx, a.Namespace, ref.Name)
+	if apierrors.IsNotFound(err) {
+		return err
+	}
+	if err != nil {
+		return forbidden(a, "error looking up pod %s/%s: %v", a.Namespace, ref.Name, err)
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return forbidden(a, "unexpected type %T", obj)
+	}
+	if ref.UID != pod.UID {
+		return forbidden(a, "the UID in the bound object reference (%s) does not match the UID in record. The object might have been deleted and then recreated", ref.UID)
+	}
+	if pod.Spec.NodeName != node {
+		return forbidden(a, "node requested token bound to a pod scheduled on a different node")
 	}
 	return nil
 }

@@ -4,15 +4,30 @@ import (
 	"context"
 	"testing"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kelp-project/kelp/server/apiserver/auth"
 )
+
+// testPods are pod web on n1 and pod db on n2, for token requests.
+func testPods() *fakeObjects {
+	return &fakeObjects{items: map[string]runtime.Object{
+		"default/web": &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "uid-web"}, Spec: corev1.PodSpec{NodeName: "n1"}},
+		"default/db":  &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "db", UID: "uid-db"}, Spec: corev1.PodSpec{NodeName: "n2"}},
+	}}
+}
+
+func tokenFor(kind, name, uid string) *authenticationv1.TokenRequest {
+	return &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: kind, APIVersion: "v1", Name: name, UID: types.UID(uid)}}}
+}
 
 func TestNodeRestriction(t *testing.T) {
 	n1 := &auth.User{Name: "system:node:n1", Groups: []string{"system:nodes", "system:authenticated"}}
@@ -20,6 +35,7 @@ func TestNodeRestriction(t *testing.T) {
 	nodesGVR := corev1.SchemeGroupVersion.WithResource("nodes")
 	leasesGVR := coordinationv1.SchemeGroupVersion.WithResource("leases")
 	pvcGVR := corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims")
+	saGVR := corev1.SchemeGroupVersion.WithResource("serviceaccounts")
 
 	node := func(name string, labels map[string]string, taints ...corev1.Taint) *corev1.Node {
 		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: corev1.NodeSpec{Taints: taints}}
@@ -143,6 +159,20 @@ func TestNodeRestriction(t *testing.T) {
 		{name: "claim spec", op: "UPDATE", gvr: pvcGVR, namespace: "default", objName: "data", obj: pvc("", map[string]string{"a": "b"}), old: pvc("", nil),
 			wantMsg: `persistentvolumeclaims "data" is forbidden: may only update PVC status`},
 
+		// Tokens only for pods bound to the node, by UID.
+		{name: "token for own pod", op: "CREATE", gvr: saGVR, sub: "token", namespace: "default", objName: "app", obj: tokenFor("Pod", "web", "uid-web")},
+		{name: "token unbound", op: "CREATE", gvr: saGVR, sub: "token", namespace: "default", objName: "app", obj: &authenticationv1.TokenRequest{},
+			wantMsg: `serviceaccounts "app" is forbidden: node requested token not bound to a pod`},
+		{name: "token bound to a secret", op: "CREATE", gvr: saGVR, sub: "token", namespace: "default", objName: "app", obj: tokenFor("Secret", "s", "x"),
+			wantMsg: `serviceaccounts "app" is forbidden: node requested token not bound to a pod`},
+		{name: "token without uid", op: "CREATE", gvr: saGVR, sub: "token", namespace: "default", objName: "app", obj: tokenFor("Pod", "web", ""),
+			wantMsg: `serviceaccounts "app" is forbidden: node requested token with a pod binding without a uid`},
+		{name: "token for a recreated pod", op: "CREATE", gvr: saGVR, sub: "token", namespace: "default", objName: "app", obj: tokenFor("Pod", "web", "old"),
+			wantMsg: `serviceaccounts "app" is forbidden: the UID in the bound object reference (old) does not match the UID in record. The object might have been deleted and then recreated`},
+		{name: "token for another node's pod", op: "CREATE", gvr: saGVR, sub: "token", namespace: "default", objName: "app", obj: tokenFor("Pod", "db", "uid-db"),
+			wantMsg: `serviceaccounts "app" is forbidden: node requested token bound to a pod scheduled on a different node`},
+		{name: "token for admins", op: "CREATE", gvr: saGVR, sub: "token", namespace: "default", objName: "app", obj: &authenticationv1.TokenRequest{}, user: admin},
+
 		// Everything else is the authorizer's.
 		{name: "an event", op: "CREATE", gvr: corev1.SchemeGroupVersion.WithResource("events"), namespace: "default", objName: "e",
 			obj: &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "e"}}},
@@ -152,7 +182,7 @@ func TestNodeRestriction(t *testing.T) {
 			if user == nil {
 				user = n1
 			}
-			err := nodeRestriction{}.Validate(context.Background(), &Attributes{Operation: tc.op, Resource: tc.gvr, Subresource: tc.sub,
+			err := nodeRestriction{pods: testPods()}.Validate(context.Background(), &Attributes{Operation: tc.op, Resource: tc.gvr, Subresource: tc.sub,
 				Namespace: tc.namespace, Name: tc.objName, Object: tc.obj, OldObject: tc.old, User: user})
 			if tc.wantMsg == "" {
 				if err != nil {

@@ -1,8 +1,8 @@
 // Package auth holds the head of the API server's request path: who sent a
 // request (authentication.go: client certificates, bearer tokens,
-// anonymous) and whether they may do it (authorization.go: the Authorizer
-// Chain and AdminAuthorizer; node.go: the Node authorizer). The
-// service-account token authenticator and RBAC go here.
+// anonymous; serviceaccount.go: service-account tokens) and whether they may do it (authorization.go: the Authorizer
+// Chain and AdminAuthorizer; node.go: the Node authorizer). RBAC goes
+// here.
 package auth
 
 import (
@@ -17,7 +17,11 @@ import (
 // User is an authenticated identity.
 type User struct {
 	Name   string
+	UID    string
 	Groups []string
+	// Extra is upstream's user.Info extra (a service account's pod and
+	// credential ID).
+	Extra map[string][]string
 }
 
 // Authenticator establishes who sent a request. ok=false means these

@@ -1,7 +1,9 @@
 package defaults
 
 import (
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 )
 
 // namespace combines SetDefaults_Namespace (the immutable
@@ -92,4 +94,13 @@ func ResourceQuota(q *corev1.ResourceQuota) {
 	roundResourceList(q.Spec.Hard)
 	roundResourceList(q.Status.Hard)
 	roundResourceList(q.Status.Used)
+}
+
+// TokenRequest is upstream's SetDefaults_TokenRequestSpec: an hour unless
+// asked otherwise. (Audiences default to the API server's own, which only
+// the handler knows.)
+func TokenRequest(tr *authenticationv1.TokenRequest) {
+	if tr.Spec.ExpirationSeconds == nil {
+		tr.Spec.ExpirationSeconds = ptr.To(int64(3600))
+	}
 }

@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kelp-project/kelp/server/apiserver/defaults"
 	"github.com/kelp-project/kelp/server/apiserver/validation"
@@ -51,6 +52,8 @@ func serviceAccounts() *Resource {
 	return &Resource{
 		GVR: gvr("", "v1", "serviceaccounts"), Kind: "ServiceAccount", Singular: "serviceaccount", ShortNames: []string{"sa"}, Namespaced: true,
 		New: func() runtime.Object { return &corev1.ServiceAccount{} }, NewList: func() runtime.Object { return &corev1.ServiceAccountList{} },
+		Subresources: []Subresource{{Name: "token", Verbs: []string{"create"},
+			GVK: schema.GroupVersionKind{Group: "authentication.k8s.io", Version: "v1", Kind: "TokenRequest"}, Kind: TokenSubresource}},
 		Strategy: plainStrategy(NoDefaults, validator(validation.ServiceAccount)),
 	}
 }

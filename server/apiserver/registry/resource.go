@@ -145,6 +145,10 @@ const (
 	// KubeletSubresource is answered by the kubelet of the object's node
 	// (pods/log, exec, attach, portforward).
 	KubeletSubresource
+	// TokenSubresource is a create of an authentication.k8s.io/v1
+	// TokenRequest that mints a token for the object
+	// (serviceaccounts/token); nothing is stored.
+	TokenSubresource
 )
 
 // Subresource is one subresource of a kind, as discovery lists it.

@@ -271,12 +271,7 @@ func validateProjected(s *corev1.ProjectedVolumeSource, fldPath *field.Path) fie
 		if t := src.ServiceAccountToken; t != nil {
 			tp := p.Child("serviceAccountToken")
 			if t.ExpirationSeconds != nil {
-				// Tokens live at least ten minutes and at most 2^32 seconds.
-				if *t.ExpirationSeconds < 600 {
-					errs = append(errs, field.Invalid(tp.Child("expirationSeconds"), *t.ExpirationSeconds, "may not specify a duration less than 10 minutes"))
-				} else if *t.ExpirationSeconds > 1<<32 {
-					errs = append(errs, field.Invalid(tp.Child("expirationSeconds"), *t.ExpirationSeconds, "may not specify a duration larger than 2^32 seconds"))
-				}
+				errs = append(errs, tokenExpiration(*t.ExpirationSeconds, tp.Child("expirationSeconds"))...)
 			}
 			if t.Path == "" {
 				errs = append(errs, field.Required(tp.Child("path"), ""))

@@ -1,8 +1,9 @@
-// Package serviceaccount holds two small per-namespace controllers:
-// Controller ensures a "default" ServiceAccount in every active namespace,
-// RootCAPublisher ensures the "kube-root-ca.crt" ConfigMap holding the
-// cluster CA in every active namespace. Both recreate or repair their
-// object when it is deleted or edited.
+// Package serviceaccount holds the service-account controllers. Two are
+// small per-namespace ones: Controller ensures a "default" ServiceAccount
+// in every active namespace, RootCAPublisher ensures the
+// "kube-root-ca.crt" ConfigMap holding the cluster CA in every active
+// namespace; both recreate or repair their object when it is deleted or
+// edited. TokensController fills in legacy service-account token Secrets.
 package serviceaccount
 
 import (
