@@ -39,8 +39,8 @@ import (
 type Config struct {
 	Etcd           *clientv3.Client
 	Authenticators []auth.Authenticator
-	// Authorizer replaces the default chain: the Node authorizer (over
-	// this server's watch caches), then auth.AdminAuthorizer.
+	// Authorizer replaces the default chain: system:masters, the Node
+	// authorizer, then RBAC (both over this server's watch caches).
 	Authorizer auth.Authorizer
 	// ServiceCIDR and NodePortRange feed the Service allocators.
 	ServiceCIDR   string
@@ -65,6 +65,7 @@ type Server struct {
 	cfg            Config
 	authenticators []auth.Authenticator
 	authorizer     auth.Authorizer
+	rbac           *auth.RBACIndex // roles and bindings, for RBAC, escalation checks and rules reviews
 	resources      map[schema.GroupVersionResource]*served
 	byGroup        map[string][]*served // "group/version" -> resources
 	groupVersions  []schema.GroupVersion
@@ -146,10 +147,14 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	})
 	s.compactor = &storage.Compactor{Client: cfg.Etcd, Interval: cfg.CompactionInterval, Stores: func() []*storage.Store { return stores }}
 	go s.compactor.Run(ctx)
-	// The Node authorizer decides for kubelets first; everyone else, and
-	// what it has no opinion on (discovery), goes on to the admin rule.
+	// kube-apiserver's --authorization-mode=Node,RBAC behind its
+	// privileged group: administrators first, then the Node authorizer for
+	// kubelets, then RBAC for everyone (nodes included).
+	if s.rbac, err = s.startRBACIndex(ctx); err != nil {
+		return nil, err
+	}
 	if s.authorizer == nil {
-		s.authorizer = auth.Chain{auth.NodeAuthorizer{Objects: nodeObjects{s}}, auth.AdminAuthorizer{}}
+		s.authorizer = auth.Chain{auth.PrivilegedGroup{}, auth.NodeAuthorizer{Objects: nodeObjects{s}}, auth.RBAC{Index: s.rbac}}
 	}
 	s.admission = admission.New(admission.Config{
 		Getter:                              s.getter,
