@@ -1,7 +1,8 @@
 // Package apiserver is kelp's Kubernetes API server. A request passes, in
-// this order: requestinfo.go, auth/ (authentication, then authorization),
-// negotiation.go (decoding), then for writes write.go/delete.go: the kind's
-// strategy (registry/: defaults, preparation), admission/ (mutating), the
+// this order: requestinfo.go, auth/ (authentication, impersonation, then
+// authorization), negotiation.go (decoding), then for writes
+// write.go/delete.go: the kind's strategy (registry/: defaults,
+// preparation), admission/ (mutating), the
 // strategy's validation (validation/), admission/ (validating), and finally
 // storage/. Watch events come back out of the storage's watch cache
 // through watch.go. The generic handlers name no kind: what differs by
@@ -160,6 +161,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Getter:                              s.getter,
 		DefaultNotReadyTolerationSeconds:    cfg.DefaultNotReadyTolerationSeconds,
 		DefaultUnreachableTolerationSeconds: cfg.DefaultUnreachableTolerationSeconds,
+		Escalation:                          auth.Escalation{Authorizer: s.authorizer, Index: s.rbac},
 	})
 	return s, nil
 }
@@ -229,6 +231,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	info := parseRequest(r)
 	u, err := auth.Authenticate(s.authenticators, r)
 	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	// Impersonate-* headers: from here on the request is the impersonated
+	// user's, if the authenticated one may impersonate it.
+	if u, err = auth.Impersonate(s.authorizer, u, r); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -311,7 +319,7 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 			s.writeError(w, r, methodNotAllowed(r.Method, sv))
 			return
 		}
-		s.review(w, r, sv)
+		s.review(w, r, info, sv)
 		return
 	}
 	if info.Subresource != "" {

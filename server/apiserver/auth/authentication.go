@@ -19,6 +19,10 @@ import (
 type User struct {
 	Name   string
 	Groups []string
+	// UID and Extra are set by authenticators that know them and by
+	// impersonation (Impersonate-Uid, Impersonate-Extra-*).
+	UID   string
+	Extra map[string][]string
 }
 
 // Authenticator establishes who sent a request. ok=false means these
