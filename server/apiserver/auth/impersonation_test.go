@@ -91,3 +91,45 @@ func TestImpersonate(t *testing.T) {
 		t.Errorf("anonymous: %+v %v", got, err)
 	}
 }
+
+// Whatever the headers, impersonation answers with a user or a 400/403
+// Status, never a panic, and never lets a user without the verb through.
+func FuzzImpersonate(f *testing.F) {
+	f.Add("alice", "devs", "scopes", "view", "u-1")
+	f.Add("system:serviceaccount:apps:web", "", "", "", "")
+	f.Add("system:serviceaccount::", "system:masters", "%zz", "", "")
+	f.Add("", "g", "", "", "")
+	f.Add("system:anonymous", "system:unauthenticated", "a%2Fb", "x", "")
+	idx := policyIndex(f)
+	az := Chain{PrivilegedGroup{}, RBAC{Index: idx}}
+	f.Fuzz(func(t *testing.T, user, group, extraKey, extraValue, uid string) {
+		r := httptest.NewRequest(http.MethodGet, "https://kelp/api", nil)
+		set := func(k, v string) {
+			if v != "" {
+				r.Header[k] = []string{v}
+			}
+		}
+		set("Impersonate-User", user)
+		set("Impersonate-Group", group)
+		if extraKey != "" {
+			set(http.CanonicalHeaderKey("Impersonate-Extra-"+extraKey), extraValue)
+		}
+		set("Impersonate-Uid", uid)
+		bob := authd("bob")
+		got, err := Impersonate(az, bob, r)
+		if err != nil {
+			if !apierrors.IsForbidden(err) && !apierrors.IsBadRequest(err) {
+				t.Fatalf("not a 400/403: %v", err)
+			}
+			return
+		}
+		if got != bob {
+			t.Fatalf("bob, who may impersonate nobody, became %+v", got)
+		}
+		admin, err := Impersonate(az, authd("kelp-admin", "system:masters"), r)
+		if err != nil && !apierrors.IsBadRequest(err) {
+			t.Fatalf("admin: %v", err)
+		}
+		_ = admin
+	})
+}
