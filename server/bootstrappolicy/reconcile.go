@@ -55,7 +55,7 @@ func reconcileRole(o reconciliation.ReconcileRoleOptions) error {
 		return err
 	}
 	if res.Protected && res.Operation != reconciliation.ReconcileNone {
-		logrus.Infof("rbac: %s/%s is protected (autoupdate=false); not updated", res.Role.GetNamespace(), res.Role.GetName())
+		logrus.Infof("rbac: role %s is protected (autoupdate=false); not updated", objectName(res.Role.GetNamespace(), res.Role.GetName()))
 	}
 	return nil
 }
@@ -66,7 +66,14 @@ func reconcileBinding(o reconciliation.ReconcileRoleBindingOptions) error {
 		return err
 	}
 	if res.Protected && res.Operation != reconciliation.ReconcileNone {
-		logrus.Infof("rbac: binding %s/%s is protected (autoupdate=false); not updated", res.RoleBinding.GetNamespace(), res.RoleBinding.GetName())
+		logrus.Infof("rbac: binding %s is protected (autoupdate=false); not updated", objectName(res.RoleBinding.GetNamespace(), res.RoleBinding.GetName()))
 	}
 	return nil
+}
+
+func objectName(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
 }

@@ -200,6 +200,18 @@ func TestRBACCanIImpersonated(t *testing.T) {
 		Spec: authorizationv1.SubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "get"}}}, metav1.CreateOptions{}); !apierrors.IsBadRequest(err) {
 		t.Errorf("SubjectAccessReview without a user: %v", err)
 	}
+	// A LocalSubjectAccessReview is about its own namespace only.
+	lsar := func(ns string) (*authorizationv1.LocalSubjectAccessReview, error) {
+		return s.client().AuthorizationV1().LocalSubjectAccessReviews("team").Create(ctxT(t), &authorizationv1.LocalSubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{User: "alice", ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Verb: "delete", Namespace: ns, Resource: "pods"}}}, metav1.CreateOptions{})
+	}
+	if r, err := lsar("team"); err != nil || !r.Status.Allowed {
+		t.Errorf("LocalSubjectAccessReview in team: %+v %v", r, err)
+	}
+	if _, err := lsar("other"); !apierrors.IsBadRequest(err) || !strings.Contains(err.Error(), "spec.resourceAttributes.namespace must match namespace: team") {
+		t.Errorf("LocalSubjectAccessReview about another namespace: %v", err)
+	}
 }
 
 // view reads a namespace but not its Secrets; edit writes it but not its
