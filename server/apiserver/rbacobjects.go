@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -103,4 +104,28 @@ func objectRV(obj runtime.Object) (int64, error) {
 		return 0, err
 	}
 	return storage.ParseRV(acc.GetResourceVersion())
+}
+
+// roleRules is the rules of the role a binding in namespace refers to:
+// from the index, or, for a role too new to be there, through the getter
+// admission uses (the watch cache, then etcd).
+func (s *Server) roleRules(ref rbacv1.RoleRef, namespace string) ([]rbacv1.PolicyRule, bool) {
+	if rules, ok := s.rbac.RoleRefRules(ref, namespace); ok {
+		return rules, true
+	}
+	res, ns := "clusterroles", ""
+	if ref.Kind == "Role" {
+		res, ns = "roles", namespace
+	}
+	obj, err := s.getter(schema.GroupVersionResource{Group: rbacv1.GroupName, Version: "v1", Resource: res}).Get(context.Background(), ns, ref.Name)
+	if err != nil {
+		return nil, false
+	}
+	switch r := obj.(type) {
+	case *rbacv1.Role:
+		return r.Rules, ref.Kind == "Role"
+	case *rbacv1.ClusterRole:
+		return r.Rules, ref.Kind == "ClusterRole"
+	}
+	return nil, false
 }

@@ -161,7 +161,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Getter:                              s.getter,
 		DefaultNotReadyTolerationSeconds:    cfg.DefaultNotReadyTolerationSeconds,
 		DefaultUnreachableTolerationSeconds: cfg.DefaultUnreachableTolerationSeconds,
-		Escalation:                          auth.Escalation{Authorizer: s.authorizer, Index: s.rbac},
+		Escalation:                          auth.Escalation{Authorizer: s.authorizer, Index: s.rbac, RoleRules: s.roleRules},
 	})
 	return s, nil
 }

@@ -337,6 +337,30 @@ subjects: [{kind: ServiceAccount, name: app, namespace: helm}]
 	if s.canI("list", "pods", "-n", "helm", "--as="+sa) {
 		t.Error("can-i list pods after the binding went: yes")
 	}
+	// The same manifest applied by a namespace admin (not a cluster
+	// admin): the binding's escalation check finds the Role created a
+	// moment before it in the same apply.
+	if out, err := s.kubectlIn(`
+apiVersion: v1
+kind: Namespace
+metadata: {name: helm2}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: ops-admin, namespace: helm2}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: admin}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: ops}]
+`, nil, "apply", "-f", "-"); err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+	s.waitAggregated()
+	if out, err := s.kubectlIn(strings.ReplaceAll(manifest[strings.Index(manifest, "---\napiVersion: v1\nkind: ServiceAccount"):], "helm", "helm2"), nil,
+		"apply", "-f", "-", "--as=ops"); err != nil {
+		t.Fatalf("apply as a namespace admin: %v\n%s", err, out)
+	}
+	if !s.canI("list", "pods", "-n", "helm2", "--as=system:serviceaccount:helm2:app") {
+		t.Error("can-i list pods in helm2 after ops's apply: no")
+	}
 }
 
 // Impersonation needs the impersonate verb: a user without it is refused

@@ -35,6 +35,11 @@ import (
 type Escalation struct {
 	Authorizer Authorizer
 	Index      *RBACIndex
+	// RoleRules finds the rules of the role a binding refers to; nil
+	// means Index.RoleRefRules. The API server reads storage when the
+	// index lacks the role: one apply may create a role and bind it a
+	// moment later, before the role's watch event reaches the index.
+	RoleRules func(ref rbacv1.RoleRef, namespace string) ([]rbacv1.PolicyRule, bool)
 }
 
 var (
@@ -94,7 +99,11 @@ func (e Escalation) checkBinding(u *User, namespace string, gr schema.GroupResou
 	if e.allowed(u, "bind", roleGR, namespace, ref.Name) {
 		return nil
 	}
-	rules, ok := e.Index.RoleRefRules(ref, namespace)
+	lookup := e.RoleRules
+	if lookup == nil {
+		lookup = e.Index.RoleRefRules
+	}
+	rules, ok := lookup(ref, namespace)
 	if !ok {
 		return apierrors.NewNotFound(roleGR, ref.Name)
 	}
