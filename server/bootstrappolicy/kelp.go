@@ -13,7 +13,10 @@ import (
 // one's upstream binding next to the ServiceAccount upstream names: the
 // controllers hold exactly their upstream rights, and no more. kelp's
 // servicelb writes LoadBalancer status as upstream's service controller
-// does, and node IPAM sets podCIDRs as the node controller may.
+// does, and node IPAM sets podCIDRs as the node controller may. kelp's
+// nodepassword controller (a deleted Node's password Secret in
+// kube-system goes with it) needs only what system:kube-controller-manager
+// already grants: list and watch of Nodes, delete of Secrets.
 func kelpControllers() map[string]bool {
 	return map[string]bool{
 		"deployment-controller": true, "replicaset-controller": true,
