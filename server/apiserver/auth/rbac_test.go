@@ -232,6 +232,11 @@ func TestAggregatedRoles(t *testing.T) {
 	if want := `RBAC: allowed by RoleBinding "views/team" of ClusterRole "view" to User "view-user"`; reason != want {
 		t.Errorf("reason\n got %s\nwant %s", reason, want)
 	}
+	_, reason = az.Authorize(authd("view-user"), path("get", "/version"))
+	if want := `RBAC: allowed by ClusterRoleBinding "system:discovery" of ClusterRole "system:discovery" to Group "system:authenticated"`; reason != want &&
+		reason != `RBAC: allowed by ClusterRoleBinding "system:public-info-viewer" of ClusterRole "system:public-info-viewer" to Group "system:authenticated"` {
+		t.Errorf("reason\n got %s\nwant %s", reason, want)
+	}
 }
 
 // A binding applies to service accounts by their user name, with a
