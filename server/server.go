@@ -241,9 +241,9 @@ func loadCredentials(cfg Config, serverDir, tlsDir string) (*pki.CA, tokens, err
 	return ca, t, nil
 }
 
-// bootstrap creates the cluster's initial objects and the RBAC policy, then writes the admin
-// kubeconfig: its appearance tells scripts and tests that the API serves
-// a bootstrapped cluster.
+// bootstrap creates the cluster's initial objects and the RBAC policy,
+// then writes the admin kubeconfig: its appearance tells scripts and tests
+// that the API serves a bootstrapped cluster.
 func bootstrap(ctx context.Context, api *apiserver.Server, cfg Config, ca *pki.CA, url string) error {
 	if err := api.Bootstrap(ctx); err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
