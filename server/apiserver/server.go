@@ -3,9 +3,9 @@
 // authorization), negotiation.go (decoding), then for writes
 // write.go/delete.go: the kind's strategy (registry/: defaults,
 // preparation), admission/ (mutating), the strategy's validation
-// (validation/), admission/ (validating), and finally storage/. Watch events come back out of the storage's watch cache
-// through watch.go. The generic handlers name no kind: what differs by
-// kind is in registry/.
+// (validation/), admission/ (validating), and finally storage/. Watch
+// events come back out of the storage's watch cache through watch.go. The
+// generic handlers name no kind: what differs by kind is in registry/.
 package apiserver
 
 import (
