@@ -21,8 +21,12 @@ const (
 	APIServerKubeletClientUser = "system:kube-apiserver-kubelet-client"
 	// SupervisorUser is the join endpoints' identity towards the API (k3s's
 	// supervisor): it reads bootstrap tokens and keeps node passwords,
-	// Secrets in kube-system. It holds system:masters until RBAC exists.
+	// Secrets in kube-system. It holds system:masters.
 	SupervisorUser = "system:kelp-supervisor"
+	// APIServerUser is the API server's own loopback client (upstream's
+	// system:apiserver, in MastersGroup): it reconciles the RBAC bootstrap
+	// policy at start.
+	APIServerUser = "system:apiserver"
 	// NodesGroup holds every node's user, NodeUser(name).
 	NodesGroup = "system:nodes"
 )

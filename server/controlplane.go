@@ -11,6 +11,7 @@ import (
 	"github.com/kelp-project/kelp/config"
 	"github.com/kelp-project/kelp/netplane/dns"
 	"github.com/kelp-project/kelp/server/controllers"
+	"github.com/kelp-project/kelp/server/controllers/clusterroleaggregation"
 	"github.com/kelp-project/kelp/server/controllers/deployment"
 	"github.com/kelp-project/kelp/server/controllers/endpoints"
 	"github.com/kelp-project/kelp/server/controllers/garbagecollector"
@@ -88,6 +89,7 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 		go lifecycle.Run(ctx, 2)
 		go servicelb.New(t.Client, t.Informer).Run(ctx, 1)
 		go nodepassword.New(t.Client, t.Informer).Run(ctx, 1)
+		go clusterroleaggregation.New(t.Client, t.Informer).Run(ctx, 1)
 		go dns.EnsureService(ctx, t.Client, cfg.ClusterDNS)
 		return nil
 	})

@@ -19,11 +19,13 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/kelp-project/kelp/config"
 	"github.com/kelp-project/kelp/embedded/etcd"
 	"github.com/kelp-project/kelp/server/apiserver"
+	"github.com/kelp-project/kelp/server/bootstrappolicy"
 	"github.com/kelp-project/kelp/server/controllers/nodelifecycle"
 	"github.com/kelp-project/kelp/server/pki"
 	"github.com/kelp-project/kelp/server/scheduler"
@@ -239,12 +241,25 @@ func loadCredentials(cfg Config, serverDir, tlsDir string) (*pki.CA, tokens, err
 	return ca, t, nil
 }
 
-// bootstrap creates the cluster's initial objects, then writes the admin
-// kubeconfig: its appearance tells scripts and tests that the API serves
-// a bootstrapped cluster.
+// bootstrap creates the cluster's initial objects and the RBAC policy,
+// then writes the admin kubeconfig: its appearance tells scripts and tests
+// that the API serves a bootstrapped cluster.
 func bootstrap(ctx context.Context, api *apiserver.Server, cfg Config, ca *pki.CA, url string) error {
 	if err := api.Bootstrap(ctx); err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
+	}
+	// The RBAC bootstrap policy, before any component or kubeconfig user
+	// needs it (kube-apiserver's rbac/bootstrap-roles post-start hook).
+	rc, err := ca.RESTConfig(url, config.APIServerUser, []string{config.MastersGroup})
+	if err != nil {
+		return err
+	}
+	loopback, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	if err := bootstrappolicy.Reconcile(ctx, loopback); err != nil {
+		return fmt.Errorf("rbac bootstrap policy: %w", err)
 	}
 	certPEM, keyPEM, err := ca.ClientCert(config.AdminUser, []string{config.MastersGroup})
 	if err != nil {

@@ -155,7 +155,7 @@ func kindFits(gvk schema.GroupVersionKind, sv *served) bool {
 // ---------------------------------------------------------------------------
 // FuzzDecode: request bodies through decodeInto.
 
-var decodeResources = []string{"pods", "deployments", "configmaps", "services"}
+var decodeResources = []string{"pods", "deployments", "configmaps", "services", "rolebindings", "clusterroles"}
 
 var decodeMedia = map[string]bool{
 	mediaJSON: true, mediaYAML: true, "application/x-yaml": true, "text/yaml": true, mediaProtobuf: true,
@@ -226,6 +226,10 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte("k8s\x00\x0a\x00\x12\x00"), mediaProtobuf, "", uint8(1))
 	f.Add([]byte("k8s\x00\x0a\x04\x0a\x02v1\x12\x05\xff\xff\xff\xff\x0f"), mediaProtobuf, "", uint8(0))
 	f.Add([]byte("not protobuf"), mediaProtobuf, "", uint8(0))
+	f.Add([]byte(`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"b"},"roleRef":{"kind":"ClusterRole","name":"view"},"subjects":[{"kind":"User","name":"a"},{"kind":"ServiceAccount","name":"s"}]}`), mediaJSON, "Strict", uint8(4))
+	f.Add([]byte(`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","roleRef":"x","subjects":{}}`), mediaJSON, "Strict", uint8(4))
+	f.Add([]byte("apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: r}\naggregationRule:\n  clusterRoleSelectors: [{matchLabels: {a: b}}]\nrules:\n- {apiGroups: ['*'], resources: ['*'], verbs: ['*'], nonResourceURLs: [/x*]}\n"), mediaYAML, "Warn", uint8(5))
+	f.Add([]byte(`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","rules":[{"verbs":null,"resourceNames":[1]}]}`), mediaJSON, "", uint8(5))
 
 	svs := make([]*served, len(decodeResources))
 	for i, res := range decodeResources {

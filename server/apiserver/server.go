@@ -1,11 +1,11 @@
 // Package apiserver is kelp's Kubernetes API server. A request passes, in
-// this order: requestinfo.go, auth/ (authentication, then authorization),
-// negotiation.go (decoding), then for writes write.go/delete.go: the kind's
-// strategy (registry/: defaults, preparation), admission/ (mutating), the
-// strategy's validation (validation/), admission/ (validating), and finally
-// storage/. Watch events come back out of the storage's watch cache
-// through watch.go. The generic handlers name no kind: what differs by
-// kind is in registry/.
+// this order: requestinfo.go, auth/ (authentication, impersonation, then
+// authorization), negotiation.go (decoding), then for writes
+// write.go/delete.go: the kind's strategy (registry/: defaults,
+// preparation), admission/ (mutating), the strategy's validation
+// (validation/), admission/ (validating), and finally storage/. Watch
+// events come back out of the storage's watch cache through watch.go. The
+// generic handlers name no kind: what differs by kind is in registry/.
 package apiserver
 
 import (
@@ -39,8 +39,8 @@ import (
 type Config struct {
 	Etcd           *clientv3.Client
 	Authenticators []auth.Authenticator
-	// Authorizer replaces the default chain: the Node authorizer (over
-	// this server's watch caches), then auth.AdminAuthorizer.
+	// Authorizer replaces the default chain: system:masters, the Node
+	// authorizer, then RBAC (both over this server's watch caches).
 	Authorizer auth.Authorizer
 	// ServiceCIDR and NodePortRange feed the Service allocators.
 	ServiceCIDR   string
@@ -71,6 +71,7 @@ type Server struct {
 	cfg            Config
 	authenticators []auth.Authenticator
 	authorizer     auth.Authorizer
+	rbac           *auth.RBACIndex // roles and bindings, for RBAC, escalation checks and rules reviews
 	resources      map[schema.GroupVersionResource]*served
 	byGroup        map[string][]*served // "group/version" -> resources
 	groupVersions  []schema.GroupVersion
@@ -159,15 +160,20 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	})
 	s.compactor = &storage.Compactor{Client: cfg.Etcd, Interval: cfg.CompactionInterval, Stores: func() []*storage.Store { return stores }}
 	go s.compactor.Run(ctx)
-	// The Node authorizer decides for kubelets first; everyone else, and
-	// what it has no opinion on (discovery), goes on to the admin rule.
+	// kube-apiserver's --authorization-mode=Node,RBAC behind its
+	// privileged group: administrators first, then the Node authorizer for
+	// kubelets, then RBAC for everyone (nodes included).
+	if s.rbac, err = s.startRBACIndex(ctx); err != nil {
+		return nil, err
+	}
 	if s.authorizer == nil {
-		s.authorizer = auth.Chain{auth.NodeAuthorizer{Objects: nodeObjects{s}}, auth.AdminAuthorizer{}}
+		s.authorizer = auth.Chain{auth.PrivilegedGroup{}, auth.NodeAuthorizer{Objects: nodeObjects{s}}, auth.RBAC{Index: s.rbac}}
 	}
 	s.admission = admission.New(admission.Config{
 		Getter:                              s.getter,
 		DefaultNotReadyTolerationSeconds:    cfg.DefaultNotReadyTolerationSeconds,
 		DefaultUnreachableTolerationSeconds: cfg.DefaultUnreachableTolerationSeconds,
+		Escalation:                          auth.Escalation{Authorizer: s.authorizer, Index: s.rbac, RoleRules: s.roleRules},
 	})
 	return s, nil
 }
@@ -237,6 +243,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	info := parseRequest(r)
 	u, err := auth.Authenticate(s.authenticators, r)
 	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	// Impersonate-* headers: from here on the request is the impersonated
+	// user's, if the authenticated one may impersonate it.
+	if u, err = auth.Impersonate(s.authorizer, u, r); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -321,7 +333,7 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 			s.writeError(w, r, methodNotAllowed(r.Method, sv))
 			return
 		}
-		s.review(w, r, sv)
+		s.review(w, r, info, sv)
 		return
 	}
 	if info.Subresource != "" {

@@ -139,10 +139,13 @@ func TestBadInput(t *testing.T) {
 			"the object has been modified; please apply your changes to the latest version and try again")
 	})
 	t.Run("no credentials", func(t *testing.T) {
+		// Anonymous requests are system:anonymous, which RBAC gives only
+		// the public paths: 403, as kube-apiserver's --anonymous-auth.
 		body, code := s.raw("/api/v1/namespaces")
 		var st metav1.Status
 		_ = json.Unmarshal([]byte(body), &st)
-		expectStatus(t, code, st, body, 401, metav1.StatusReasonUnauthorized, "Unauthorized")
+		expectStatus(t, code, st, body, 403, metav1.StatusReasonForbidden,
+			`namespaces is forbidden: User "system:anonymous" cannot list resource "namespaces" in API group "" at the cluster scope`)
 		if _, code := s.raw("/readyz"); code != 200 {
 			t.Fatalf("anonymous /readyz: %d", code)
 		}

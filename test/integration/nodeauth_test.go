@@ -15,6 +15,7 @@ import (
 	fieldsel "k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/kelp-project/kelp/agent/kubelet/nodestatus"
 	"github.com/kelp-project/kelp/server/pki"
@@ -25,23 +26,38 @@ import (
 // returns a clientset and a kubeconfig for it.
 func (s *testServer) nodeClient(name string) (*kubernetes.Clientset, string) {
 	s.t.Helper()
-	ca, err := pki.LoadOrCreateCA(filepath.Join(s.dataDir, "server", "tls"))
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	rc, err := ca.RESTConfig(s.config.Host, "system:node:"+name, []string{"system:nodes"})
-	if err != nil {
-		s.t.Fatal(err)
-	}
+	return s.userClient("system:node:"+name, "system:nodes")
+}
+
+// userClient is a clientset and a kubeconfig for a client certificate of
+// user in groups, signed by the server's CA.
+func (s *testServer) userClient(user string, groups ...string) (*kubernetes.Clientset, string) {
+	s.t.Helper()
+	rc := s.userConfig(user, groups...)
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	kubeconfig := filepath.Join(s.t.TempDir(), "node.kubeconfig")
+	kubeconfig := filepath.Join(s.t.TempDir(), "user.kubeconfig")
 	if err := pki.WriteKubeconfig(kubeconfig, 0o600, s.config.Host, rc.CAData, rc.CertData, rc.KeyData); err != nil {
 		s.t.Fatal(err)
 	}
 	return cs, kubeconfig
+}
+
+// userConfig is the client configuration of a client certificate of user
+// in groups, signed by the server's CA.
+func (s *testServer) userConfig(user string, groups ...string) *rest.Config {
+	s.t.Helper()
+	ca, err := pki.LoadOrCreateCA(filepath.Join(s.dataDir, "server", "tls"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	rc, err := ca.RESTConfig(s.config.Host, user, groups)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return rc
 }
 
 func wantForbidden(t *testing.T, what string, err error, msg string) {

@@ -32,7 +32,10 @@ func seedDeployment() *appsv1.Deployment {
 // generation counts spec changes only; status is written through /status
 // alone, and the main endpoint ignores it.
 func TestGenerationAndStatusSubresource(t *testing.T) {
-	s := startServer(t)
+	// No controller manager: the deployment controller would write the
+	// status this test writes, and its updates race the test's
+	// read-modify-writes into 409s.
+	s := startServer(t, "--disable-controller-manager")
 	cs := s.client()
 	ctx := ctxT(t)
 	d, err := cs.AppsV1().Deployments("default").Create(ctx, seedDeployment(), metav1.CreateOptions{})

@@ -53,6 +53,8 @@ type Config struct {
 	// not-ready and unreachable taints (upstream: 300 each).
 	DefaultNotReadyTolerationSeconds    int64
 	DefaultUnreachableTolerationSeconds int64
+	// Escalation checks writes of RBAC roles and bindings.
+	Escalation auth.Escalation
 }
 
 // Chain is the admission plugins in the order kube-apiserver runs them.
@@ -68,7 +70,8 @@ func New(cfg Config) *Chain {
 			defaultTolerationSeconds{notReady: cfg.DefaultNotReadyTolerationSeconds, unreachable: cfg.DefaultUnreachableTolerationSeconds}},
 		// NodeRestriction first: a node's write to what is not its own is
 		// refused before anything is looked up for it.
-		validating: []Validating{nodeRestriction{pods: cfg.Getter(podsResource)}, namespaceLifecycle{namespaces: cfg.Getter(namespacesResource)}},
+		validating: []Validating{nodeRestriction{pods: cfg.Getter(podsResource)}, rbacEscalation{check: cfg.Escalation},
+			namespaceLifecycle{namespaces: cfg.Getter(namespacesResource)}},
 	}
 }
 

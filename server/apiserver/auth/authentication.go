@@ -1,8 +1,9 @@
 // Package auth holds the head of the API server's request path: who sent a
 // request (authentication.go: client certificates, bearer tokens,
-// anonymous; serviceaccount.go: service-account tokens) and whether they may do it (authorization.go: the Authorizer
-// Chain and AdminAuthorizer; node.go: the Node authorizer). RBAC goes
-// here.
+// anonymous; serviceaccount.go: service-account tokens) and whether they
+// may do it (authorization.go: the Authorizer Chain and PrivilegedGroup;
+// node.go: the Node authorizer; rbac.go: RBAC; escalation.go: RBAC's
+// escalation checks; impersonation.go: Impersonate-* headers).
 package auth
 
 import (
@@ -17,10 +18,11 @@ import (
 // User is an authenticated identity.
 type User struct {
 	Name   string
-	UID    string
 	Groups []string
-	// Extra is upstream's user.Info extra (a service account's pod and
-	// credential ID).
+	// UID and Extra are upstream's user.Info uid and extra (a service
+	// account's UID, pod and credential ID), set by authenticators that
+	// know them and by impersonation (Impersonate-Uid, Impersonate-Extra-*).
+	UID   string
 	Extra map[string][]string
 }
 
@@ -63,29 +65,14 @@ func (t TokenAuthenticator) Authenticate(r *http.Request) (*User, bool, error) {
 	return nil, false, ErrUnauthorized
 }
 
-// anonymousPaths may be read without credentials, as upstream's
-// system:public-info-viewer role allows.
-var anonymousPaths = map[string]bool{"/healthz": true, "/livez": true, "/readyz": true, "/version": true}
-
-// AnonymousAllowed reports whether path is public.
-func AnonymousAllowed(path string) bool {
-	if anonymousPaths[path] {
-		return true
-	}
-	for p := range anonymousPaths {
-		if strings.HasPrefix(path, p+"/") {
-			return true
-		}
-	}
-	return false
-}
-
 // ErrUnauthorized is the 401 every failed authentication gets: which
 // check failed is not the client's business.
 var ErrUnauthorized = apierrors.NewUnauthorized("Unauthorized")
 
-// Authenticate runs the authenticators in order. Anonymous requests get
-// system:anonymous only for the public paths; everything else is 401.
+// Authenticate runs the authenticators in order. A request without
+// credentials is system:anonymous in system:unauthenticated (upstream's
+// --anonymous-auth=true): RBAC lets it read the public paths
+// (system:public-info-viewer) and refuses it everything else with 403.
 func Authenticate(chain []Authenticator, r *http.Request) (*User, error) {
 	for _, a := range chain {
 		u, ok, err := a.Authenticate(r)
@@ -96,11 +83,15 @@ func Authenticate(chain []Authenticator, r *http.Request) (*User, error) {
 			return u, nil
 		}
 	}
-	if AnonymousAllowed(r.URL.Path) {
-		return &User{Name: "system:anonymous", Groups: []string{"system:unauthenticated"}}, nil
-	}
-	return nil, ErrUnauthorized
+	return &User{Name: AnonymousUser, Groups: []string{UnauthenticatedGroup}}, nil
 }
+
+// AnonymousUser and UnauthenticatedGroup are who a request without
+// credentials is.
+const (
+	AnonymousUser        = "system:anonymous"
+	UnauthenticatedGroup = "system:unauthenticated"
+)
 
 type userKey struct{}
 

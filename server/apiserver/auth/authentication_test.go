@@ -149,7 +149,7 @@ func TestAuthenticate(t *testing.T) {
 	chain := []Authenticator{CertAuthenticator{}, TokenAuthenticator{"tok": {Name: "alice", Groups: []string{"dev"}}}}
 	for _, tc := range []struct {
 		path, header string
-		wantUser     string // "" means 401
+		wantUser     string // "" means 401; anonymous requests are RBAC's to refuse
 	}{
 		{path: "/healthz", wantUser: "system:anonymous"},
 		{path: "/livez", wantUser: "system:anonymous"},
@@ -159,13 +159,13 @@ func TestAuthenticate(t *testing.T) {
 		{path: "/healthz/etcd", wantUser: "system:anonymous"},
 		{path: "/livez/ping", wantUser: "system:anonymous"},
 		{path: "/readyz/informer-sync", wantUser: "system:anonymous"},
-		{path: "/healthzfoo"},
-		{path: "/versions"},
-		{path: "/"},
-		{path: "/api"},
-		{path: "/apis"},
-		{path: "/openapi/v2"},
-		{path: "/api/v1/namespaces/default/pods"},
+		{path: "/healthzfoo", wantUser: "system:anonymous"},
+		{path: "/versions", wantUser: "system:anonymous"},
+		{path: "/", wantUser: "system:anonymous"},
+		{path: "/api", wantUser: "system:anonymous"},
+		{path: "/apis", wantUser: "system:anonymous"},
+		{path: "/openapi/v2", wantUser: "system:anonymous"},
+		{path: "/api/v1/namespaces/default/pods", wantUser: "system:anonymous"},
 		{path: "/api/v1/namespaces/default/pods", header: "Bearer tok", wantUser: "alice"},
 		{path: "/healthz", header: "Bearer tok", wantUser: "alice"},
 		// Wrong credentials are rejected even where anonymous would do.

@@ -79,40 +79,13 @@ func (c Chain) Authorize(u *User, a Attributes) (Decision, string) {
 	return DecisionNoOpinion, strings.Join(reasons, "\n")
 }
 
-// AdminAuthorizer stands in for RBAC's default bindings until RBAC exists:
-// it allows cluster admins (system:masters) and kelp's own components,
-// whose identities are fixed by their client certificates; discovery and
-// the self reviews (whoami, can-i) for every authenticated user, as
-// upstream's system:discovery and system:basic-user roles do; the public
-// paths for everyone. Nodes are not components: the Node authorizer,
-// ahead of it in the chain, decides what they may do. Like RBAC, it gives
-// no reason when it has no opinion.
-type AdminAuthorizer struct{}
+// PrivilegedGroup allows every request of a member of system:masters,
+// ahead of every other authorizer, as kube-apiserver's privileged-group
+// authorizer does: an administrator keeps working whatever RBAC holds.
+type PrivilegedGroup struct{}
 
-var componentUsers = []string{config.ControllerManagerUser, config.SchedulerUser, config.ProxyUser}
-
-// selfReviews are what system:basic-user may create.
-var selfReviews = map[schema.GroupResource]bool{
-	{Group: "authorization.k8s.io", Resource: "selfsubjectaccessreviews"}: true,
-	{Group: "authorization.k8s.io", Resource: "selfsubjectrulesreviews"}:  true,
-	{Group: "authentication.k8s.io", Resource: "selfsubjectreviews"}:      true,
-}
-
-func (AdminAuthorizer) Authorize(u *User, info Attributes) (Decision, string) {
-	if slices.Contains(u.Groups, config.MastersGroup) || slices.Contains(componentUsers, u.Name) {
-		return DecisionAllow, ""
-	}
-	if !info.IsResource && AnonymousAllowed(info.Path) {
-		return DecisionAllow, ""
-	}
-	authenticated := slices.Contains(u.Groups, "system:authenticated")
-	// Discovery and OpenAPI are readable by any authenticated user, as
-	// upstream's system:discovery role allows.
-	if !info.IsResource && authenticated && info.Verb == "get" {
-		return DecisionAllow, ""
-	}
-	if info.IsResource && authenticated && info.Verb == "create" && info.Subresource == "" &&
-		selfReviews[schema.GroupResource{Group: info.Group, Resource: info.Resource}] {
+func (PrivilegedGroup) Authorize(u *User, _ Attributes) (Decision, string) {
+	if u != nil && slices.Contains(u.Groups, config.MastersGroup) {
 		return DecisionAllow, ""
 	}
 	return DecisionNoOpinion, ""

@@ -59,8 +59,8 @@ func NodeIdentity(u *User) (name string, isNode bool) {
 //     CSRs, CSIDrivers, RuntimeClasses).
 //
 // Everything else gets no opinion with upstream's reason, so the next
-// authorizer may still allow it (a node user in system:masters), and
-// discovery falls through to AdminAuthorizer. Other users get no opinion.
+// authorizer may still allow it (RBAC: discovery and the self reviews,
+// through system:authenticated). Other users get no opinion.
 //
 // The relations come from the watch caches, not from a graph: a request
 // for a Secret scans the pods of its namespace bound to the node. The

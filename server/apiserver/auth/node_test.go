@@ -283,9 +283,10 @@ func TestChain(t *testing.T) {
 }
 
 // The chain kelp serves with: nodes get what the Node authorizer gives
-// them and discovery; admins are not affected by it.
-func TestNodeThenAdminChain(t *testing.T) {
-	c := Chain{NodeAuthorizer{Objects: testObjects()}, AdminAuthorizer{}}
+// them and, through RBAC, discovery and the self reviews; admins are not
+// affected by it.
+func TestNodeThenRBACChain(t *testing.T) {
+	c := Chain{PrivilegedGroup{}, NodeAuthorizer{Objects: testObjects()}, RBAC{Index: policyIndex(t)}}
 	n1 := &User{Name: "system:node:n1", Groups: []string{"system:nodes", "system:authenticated"}}
 	admin := &User{Name: "kelp-admin", Groups: []string{"system:masters", "system:authenticated"}}
 	unrelated := res("get", "", "default", "secrets", "admin-token", "")

@@ -8,9 +8,10 @@ import (
 	"github.com/kelp-project/kelp/server/apiserver/validation"
 )
 
-// rbac.authorization.k8s.io/v1: stored and validated. No authorizer reads
-// them yet (auth.AdminAuthorizer admits administrators and kelp's own
-// components, the Node authorizer nodes).
+// rbac.authorization.k8s.io/v1: what auth.RBAC decides from (through the
+// index apiserver/rbacobjects.go keeps from these resources' watch
+// caches). Writes are checked for escalation (auth.Escalation) with the
+// validating admission steps.
 
 func roles() *Resource {
 	return &Resource{

@@ -7,9 +7,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// The self-reviews (`kubectl auth whoami`, `kubectl auth can-i`) are
-// create-only and answered from the request's own authentication and
-// authorization; nothing is stored, so they have no strategy.
+// The reviews (`kubectl auth whoami`, `kubectl auth can-i`, and the
+// SubjectAccessReviews other components send) are create-only and
+// answered from the API server's own authentication and authorizer chain;
+// nothing is stored, so they have no strategy.
 
 func selfSubjectReviews() *Resource {
 	return &Resource{
@@ -24,5 +25,29 @@ func selfSubjectAccessReviews() *Resource {
 		GVR: gvr("authorization.k8s.io", "v1", "selfsubjectaccessreviews"), Kind: "SelfSubjectAccessReview", Singular: "selfsubjectaccessreview",
 		Review: true, Verbs: []string{"create"},
 		New: func() runtime.Object { return &authorizationv1.SelfSubjectAccessReview{} }, NewList: func() runtime.Object { return &metav1.List{} },
+	}
+}
+
+func selfSubjectRulesReviews() *Resource {
+	return &Resource{
+		GVR: gvr("authorization.k8s.io", "v1", "selfsubjectrulesreviews"), Kind: "SelfSubjectRulesReview", Singular: "selfsubjectrulesreview",
+		Review: true, Verbs: []string{"create"},
+		New: func() runtime.Object { return &authorizationv1.SelfSubjectRulesReview{} }, NewList: func() runtime.Object { return &metav1.List{} },
+	}
+}
+
+func subjectAccessReviews() *Resource {
+	return &Resource{
+		GVR: gvr("authorization.k8s.io", "v1", "subjectaccessreviews"), Kind: "SubjectAccessReview", Singular: "subjectaccessreview",
+		Review: true, Verbs: []string{"create"},
+		New: func() runtime.Object { return &authorizationv1.SubjectAccessReview{} }, NewList: func() runtime.Object { return &metav1.List{} },
+	}
+}
+
+func localSubjectAccessReviews() *Resource {
+	return &Resource{
+		GVR: gvr("authorization.k8s.io", "v1", "localsubjectaccessreviews"), Kind: "LocalSubjectAccessReview", Singular: "localsubjectaccessreview",
+		Review: true, Namespaced: true, Verbs: []string{"create"},
+		New: func() runtime.Object { return &authorizationv1.LocalSubjectAccessReview{} }, NewList: func() runtime.Object { return &metav1.List{} },
 	}
 }

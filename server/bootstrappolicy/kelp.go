@@ -1,0 +1,57 @@
+package bootstrappolicy
+
+import (
+	rbacv1 "k8s.io/api/rbac/v1"
+)
+
+// What kelp adds to upstream's policy, for its own components.
+
+// kelpControllers are the upstream controllers kelp's controller manager
+// runs (server/controlplane.go). They all run as one identity,
+// system:kube-controller-manager (kube-controller-manager's
+// --use-service-account-credentials=false), so that user is added to each
+// one's upstream binding next to the ServiceAccount upstream names: the
+// controllers hold exactly their upstream rights, and no more. kelp's
+// servicelb writes LoadBalancer status as upstream's service controller
+// does, and node IPAM sets podCIDRs as the node controller may. kelp's
+// nodepassword controller (a deleted Node's password Secret in
+// kube-system goes with it) needs only what system:kube-controller-manager
+// already grants: list and watch of Nodes, delete of Secrets.
+func kelpControllers() map[string]bool {
+	return map[string]bool{
+		"deployment-controller": true, "replicaset-controller": true,
+		"service-account-controller": true, "root-ca-cert-publisher": true,
+		"namespace-controller": true, "generic-garbage-collector": true,
+		"endpoint-controller": true, "endpointslice-controller": true,
+		"node-controller": true, "service-controller": true,
+		"clusterrole-aggregation-controller": true,
+	}
+}
+
+// Cluster DNS has no upstream role: kubeadm's addon creates the kube-dns
+// Service as an administrator and CoreDNS runs as a pod. In kelp the
+// controller manager creates the Service, and each node's DNS (running
+// with the proxy's identity) publishes its own EndpointSlice of it in
+// kube-system.
+const (
+	dnsServiceRoleName   = "kelp:cluster-dns-service"
+	dnsEndpointsRoleName = "kelp:cluster-dns-endpoints"
+)
+
+func kelpDNSServiceRole() rbacv1.Role {
+	return namespacedRole("kube-system", dnsServiceRoleName,
+		verbs("create").groups(legacy).resources("services"))
+}
+
+func kelpDNSEndpointsRole() rbacv1.Role {
+	return namespacedRole("kube-system", dnsEndpointsRoleName,
+		verbs("get", "create", "update").groups(discovery).resources("endpointslices"))
+}
+
+func kelpDNSServiceBinding() rbacv1.RoleBinding {
+	return roleBinding("kube-system", dnsServiceRoleName, users(KubeControllerUser)...)
+}
+
+func kelpDNSEndpointsBinding() rbacv1.RoleBinding {
+	return roleBinding("kube-system", dnsEndpointsRoleName, users(KubeProxyUser)...)
+}
