@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/kelp-project/kelp/resident"
 )
 
 // Container logs are written by a separate "logging binary" that the
@@ -117,10 +119,11 @@ func LoggerMain(args []string) error {
 		ready.Close()
 	}
 	// The logger is kelp itself, whose package initialisation leaves
-	// megabytes of garbage behind; one of these runs per container, so
-	// give that memory back and keep the heap small from here on.
+	// megabytes of garbage and of touched binary pages behind; one of
+	// these runs per container, so give that memory back (a failure only
+	// leaves it resident) and keep the heap small from here on.
 	debug.SetGCPercent(20)
-	debug.FreeOSMemory()
+	_, _, _ = resident.Trim()
 	wg.Wait()
 	return nil
 }
