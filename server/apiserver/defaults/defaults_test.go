@@ -3,6 +3,7 @@ package defaults_test
 import (
 	"math"
 
+	"github.com/kelp-project/kelp/server/apiserver/defaults"
 	"github.com/kelp-project/kelp/server/apiserver/defaults/defaultstest"
 
 	"testing"
@@ -566,5 +567,39 @@ func TestIdempotence(t *testing.T) {
 		if !apiequality.Semantic.DeepEqual(obj, again) {
 			t.Errorf("%T: second Apply changed the object", obj)
 		}
+	}
+}
+
+// A type change wipes what the new type cannot have, if the client left it
+// as stored (upstream's dropTypeDependentFields); what it changed stays.
+func TestDropTypeDependentServiceFields(t *testing.T) {
+	stored := func() *corev1.Service {
+		return &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, ClusterIP: "10.43.0.7", ClusterIPs: []string{"10.43.0.7"},
+			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol}, IPFamilyPolicy: ptr.To(corev1.IPFamilyPolicySingleStack),
+			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyCluster, InternalTrafficPolicy: ptr.To(corev1.ServiceInternalTrafficPolicyCluster),
+			Ports: []corev1.ServicePort{{Port: 80, NodePort: 30080}}}}
+	}
+	// NodePort → ExternalName, only the type changed.
+	s, old := stored(), stored()
+	s.Spec.Type, s.Spec.ExternalName = corev1.ServiceTypeExternalName, "example.com"
+	defaults.DropTypeDependentServiceFields(s, old)
+	if s.Spec.ClusterIP != "" || s.Spec.ClusterIPs != nil || s.Spec.IPFamilies != nil || s.Spec.IPFamilyPolicy != nil ||
+		s.Spec.Ports[0].NodePort != 0 || s.Spec.ExternalTrafficPolicy != "" || s.Spec.InternalTrafficPolicy != nil {
+		t.Errorf("to ExternalName: %+v", s.Spec)
+	}
+	// NodePort → ClusterIP: the cluster IP stays, the node port goes.
+	s, old = stored(), stored()
+	s.Spec.Type = corev1.ServiceTypeClusterIP
+	defaults.DropTypeDependentServiceFields(s, old)
+	if s.Spec.ClusterIP != "10.43.0.7" || s.Spec.Ports[0].NodePort != 0 || s.Spec.ExternalTrafficPolicy != "" || s.Spec.InternalTrafficPolicy == nil {
+		t.Errorf("to ClusterIP: %+v", s.Spec)
+	}
+	// A value the client changed is its own: validation will judge it.
+	s, old = stored(), stored()
+	s.Spec.Type, s.Spec.ClusterIP, s.Spec.ClusterIPs = corev1.ServiceTypeExternalName, "10.43.0.8", []string{"10.43.0.8"}
+	s.Spec.Ports[0].NodePort = 30081
+	defaults.DropTypeDependentServiceFields(s, old)
+	if s.Spec.ClusterIP != "10.43.0.8" || s.Spec.Ports[0].NodePort != 30081 {
+		t.Errorf("changed values were wiped: %+v", s.Spec)
 	}
 }

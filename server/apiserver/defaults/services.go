@@ -2,6 +2,7 @@ package defaults
 
 import (
 	"net/netip"
+	"slices"
 
 	"k8s.io/utils/ptr"
 
@@ -207,4 +208,69 @@ func CarryAllocatedServiceValues(s, old *corev1.Service) {
 	if needsHC(old) && needsHC(s) && s.Spec.HealthCheckNodePort == 0 {
 		s.Spec.HealthCheckNodePort = old.Spec.HealthCheckNodePort
 	}
+}
+
+// DropTypeDependentServiceFields mirrors upstream's update rule for a
+// Service whose type changes: a field the new type has no use for is
+// wiped, but only if the client left it as stored (it may have been
+// filled in by the server, so a client that changes only the type, as
+// kubectl edit and the conformance suite do, is not refused for values it
+// never chose). A value the client changed is kept, for validation to
+// judge.
+func DropTypeDependentServiceFields(s, old *corev1.Service) {
+	needsClusterIP := func(x *corev1.Service) bool { return x.Spec.Type != corev1.ServiceTypeExternalName }
+	if needsClusterIP(old) && !needsClusterIP(s) {
+		if s.Spec.ClusterIP == old.Spec.ClusterIP && slices.Equal(s.Spec.ClusterIPs, old.Spec.ClusterIPs) {
+			s.Spec.ClusterIP, s.Spec.ClusterIPs = "", nil
+		}
+		if slices.Equal(s.Spec.IPFamilies, old.Spec.IPFamilies) {
+			s.Spec.IPFamilies = nil
+		}
+		if ptr.Equal(s.Spec.IPFamilyPolicy, old.Spec.IPFamilyPolicy) {
+			s.Spec.IPFamilyPolicy = nil
+		}
+	}
+	needsNodePorts := func(x *corev1.Service) bool {
+		return x.Spec.Type == corev1.ServiceTypeNodePort || x.Spec.Type == corev1.ServiceTypeLoadBalancer
+	}
+	if needsNodePorts(old) && !needsNodePorts(s) && sameNodePorts(s, old) {
+		for i := range s.Spec.Ports {
+			s.Spec.Ports[i].NodePort = 0
+		}
+	}
+	needsHC := func(x *corev1.Service) bool {
+		return x.Spec.Type == corev1.ServiceTypeLoadBalancer && x.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+	}
+	if needsHC(old) && !needsHC(s) && s.Spec.HealthCheckNodePort == old.Spec.HealthCheckNodePort {
+		s.Spec.HealthCheckNodePort = 0
+	}
+	isLB := func(x *corev1.Service) bool { return x.Spec.Type == corev1.ServiceTypeLoadBalancer }
+	if isLB(old) && !isLB(s) {
+		if ptr.Equal(s.Spec.AllocateLoadBalancerNodePorts, old.Spec.AllocateLoadBalancerNodePorts) {
+			s.Spec.AllocateLoadBalancerNodePorts = nil
+		}
+		if ptr.Equal(s.Spec.LoadBalancerClass, old.Spec.LoadBalancerClass) {
+			s.Spec.LoadBalancerClass = nil
+		}
+	}
+	externallyAccessible := func(x *corev1.Service) bool {
+		return needsNodePorts(x) || (x.Spec.Type == corev1.ServiceTypeClusterIP && len(x.Spec.ExternalIPs) > 0)
+	}
+	if externallyAccessible(old) && !externallyAccessible(s) && s.Spec.ExternalTrafficPolicy == old.Spec.ExternalTrafficPolicy {
+		s.Spec.ExternalTrafficPolicy = ""
+	}
+	if needsClusterIP(old) && !needsClusterIP(s) && ptr.Equal(s.Spec.InternalTrafficPolicy, old.Spec.InternalTrafficPolicy) {
+		s.Spec.InternalTrafficPolicy = nil
+	}
+}
+
+// sameNodePorts: every port the new spec shares with the old (by index,
+// as the client edits a list it read) has the node port stored.
+func sameNodePorts(s, old *corev1.Service) bool {
+	for i := range min(len(s.Spec.Ports), len(old.Spec.Ports)) {
+		if s.Spec.Ports[i].NodePort != old.Spec.Ports[i].NodePort {
+			return false
+		}
+	}
+	return true
 }

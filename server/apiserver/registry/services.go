@@ -34,6 +34,7 @@ func services(alloc *allocator.Services) *Resource {
 			ValidateStatusUpdate: updateValidator(validation.ServiceStatusUpdate),
 			PrepareForUpdate: func(obj, old runtime.Object) {
 				defaults.CarryAllocatedServiceValues(obj.(*corev1.Service), old.(*corev1.Service))
+				defaults.DropTypeDependentServiceFields(obj.(*corev1.Service), old.(*corev1.Service))
 			},
 			Allocator: serviceAllocator{alloc},
 		},
