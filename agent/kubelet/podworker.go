@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"slices"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -236,6 +237,16 @@ func (w *podWorker) ensureSandbox(pod *corev1.Pod) error {
 		return err
 	}
 	w.setSandbox(path, ip)
+	// hostPort is not served yet (k3s does it with CNI's portmap): say so
+	// once, where the user looks, rather than accept it silently.
+	for _, c := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
+		for _, p := range c.Ports {
+			if p.HostPort != 0 {
+				w.k.event(pod, corev1.EventTypeWarning, "HostPortUnsupported",
+					"container %s asks for hostPort %d: kelp does not map host ports yet, so it is not reachable there; use a NodePort or LoadBalancer Service", c.Name, p.HostPort)
+			}
+		}
+	}
 	return nil
 }
 
