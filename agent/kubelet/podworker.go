@@ -3,10 +3,10 @@ package kubelet
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
-	"slices"
 	"time"
 
 	"github.com/sirupsen/logrus"
