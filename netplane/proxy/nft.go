@@ -297,6 +297,17 @@ func (a *applier) baseChains() []baseChain {
 		&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1},
 	}
 	filterPrio := nftables.ChainPriority(-10)
+	// Only a connection's first packet can be for a Service without
+	// endpoints; as upstream's nftables proxy, established traffic (every
+	// pod-to-pod packet, too) skips the set lookups.
+	newThenRejectCheck := func() []expr.Any {
+		return []expr.Any{
+			&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
+			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: ne32(expr.CtStateBitNEW), Xor: ne32(0)},
+			&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: ne32(0)},
+			&expr.Verdict{Kind: expr.VerdictJump, Chain: chainRejectCheck},
+		}
+	}
 	return []baseChain{
 		{name: chainServices, rules: [][]expr.Any{markExternal, svcDispatch, npDispatch}},
 		{name: chainPrerouting, typ: nftables.ChainTypeNAT, hook: nftables.ChainHookPrerouting, prio: -100, rules: [][]expr.Any{jump(chainServices)}},
@@ -309,9 +320,9 @@ func (a *applier) baseChains() []baseChain {
 			{&expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: 3}}, // port unreachable
 		}},
 		{name: chainRejectCheck, rules: [][]expr.Any{rejIPs, rejNP}},
-		{name: chainFilterIn, typ: nftables.ChainTypeFilter, hook: nftables.ChainHookInput, prio: filterPrio, rules: [][]expr.Any{jump(chainRejectCheck)}},
-		{name: chainFilterFwd, typ: nftables.ChainTypeFilter, hook: nftables.ChainHookForward, prio: filterPrio, rules: [][]expr.Any{jump(chainRejectCheck)}},
-		{name: chainFilterOut, typ: nftables.ChainTypeFilter, hook: nftables.ChainHookOutput, prio: filterPrio, rules: [][]expr.Any{jump(chainRejectCheck)}},
+		{name: chainFilterIn, typ: nftables.ChainTypeFilter, hook: nftables.ChainHookInput, prio: filterPrio, rules: [][]expr.Any{newThenRejectCheck()}},
+		{name: chainFilterFwd, typ: nftables.ChainTypeFilter, hook: nftables.ChainHookForward, prio: filterPrio, rules: [][]expr.Any{newThenRejectCheck()}},
+		{name: chainFilterOut, typ: nftables.ChainTypeFilter, hook: nftables.ChainHookOutput, prio: filterPrio, rules: [][]expr.Any{newThenRejectCheck()}},
 	}
 }
 

@@ -16,7 +16,7 @@
 //	chain proxy-nat-postrouting { type nat hook postrouting priority srcnat (100);
 //	    ip saddr . ip daddr @proxy-hairpin masquerade          # a pod reaching itself
 //	    meta mark & 0x4000 == 0 return; meta mark set mark ^ 0x4000; masquerade }
-//	chain proxy-filter-{input,forward,output} { type filter hook ... priority filter - 10; jump proxy-reject-check }
+//	chain proxy-filter-{input,forward,output} { type filter hook ... priority filter - 10; ct state new jump proxy-reject-check }
 //	chain proxy-reject-check {
 //	    ip daddr . meta l4proto . th dport @proxy-noep-ips goto proxy-reject
 //	    ip daddr @proxy-node-ips meta l4proto . th dport @proxy-noep-nodeports goto proxy-reject }

@@ -34,7 +34,7 @@ const (
 	agentRestarts        = 5
 	rateWorkers          = 8
 	rateRound            = 2 * time.Second
-	rateRounds           = 5
+	rateRounds           = 7
 )
 
 // newLab brings up a lab of n nodes with the test images in every node's
