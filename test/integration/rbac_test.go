@@ -26,17 +26,21 @@ apiVersion: v1
 kind: Namespace
 metadata: {name: other}
 ---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: robot, namespace: team}
+---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata: {name: alice-edit, namespace: team}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: edit}
-subjects: [{kind: User, name: alice}]
+subjects: [{kind: User, name: alice}, {kind: ServiceAccount, name: robot, namespace: team}]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata: {name: alice-view, namespace: other}
 roleRef: {kind: ClusterRole, name: view}
-subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}, {kind: ServiceAccount, name: robot, namespace: team}]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
@@ -48,7 +52,7 @@ apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
 metadata: {name: alice-node-reader}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: node-reader}
-subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}, {kind: ServiceAccount, name: robot, namespace: team}]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
@@ -122,6 +126,10 @@ func TestRBACCanIImpersonated(t *testing.T) {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
 	s.waitAggregated()
+	// The ServiceAccount robot has alice's bindings; it asks with its own
+	// token, alice through impersonation.
+	token := strings.TrimSpace(s.mustKubectl("create", "token", "robot", "-n", "team"))
+	robot := "--kubeconfig=" + s.writeTokenKubeconfig(t, token)
 	for _, tc := range []struct {
 		args []string
 		want bool
@@ -154,6 +162,9 @@ func TestRBACCanIImpersonated(t *testing.T) {
 	} {
 		if got := s.canI(append(tc.args, "--as=alice")...); got != tc.want {
 			t.Errorf("alice: can-i %s = %v, want %v", strings.Join(tc.args, " "), got, tc.want)
+		}
+		if got := s.canI(append(tc.args, robot)...); got != tc.want {
+			t.Errorf("ServiceAccount team/robot: can-i %s = %v, want %v", strings.Join(tc.args, " "), got, tc.want)
 		}
 	}
 	for _, tc := range []struct {
@@ -231,7 +242,7 @@ apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata: {name: alice-binder, namespace: team}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: binder}
-subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}, {kind: ServiceAccount, name: robot, namespace: team}]
 `, nil, "apply", "-f", "-"); err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
