@@ -3,12 +3,16 @@ package apiserver
 import (
 	"fmt"
 	"net/http"
+	"slices"
+	"time"
 
 	"github.com/kelp-project/kelp/server/apiserver/auth"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // review answers the review resources: `kubectl auth whoami`, `kubectl
@@ -24,6 +28,13 @@ func (s *Server) review(w http.ResponseWriter, r *http.Request, info requestInfo
 	u := auth.UserFrom(r.Context())
 	var err error
 	switch rev := obj.(type) {
+	case *authenticationv1.TokenReview:
+		if rev.Spec.Token == "" {
+			err = apierrors.NewInvalid(schema.GroupKind{Group: authenticationv1.GroupName, Kind: "TokenReview"}, "",
+				field.ErrorList{field.Required(field.NewPath("spec", "token"), "")})
+			break
+		}
+		rev.Status = s.tokenReview(rev.Spec, time.Now())
 	case *authenticationv1.SelfSubjectReview:
 		rev.Status.UserInfo = authenticationv1.UserInfo{Username: u.Name, UID: u.UID, Groups: u.Groups, Extra: extraValues(u.Extra)}
 	case *authorizationv1.SelfSubjectAccessReview:
@@ -125,4 +136,41 @@ func extraValues(extra map[string][]string) map[string]authenticationv1.ExtraVal
 		out[k] = v
 	}
 	return out
+}
+
+// tokenReview authenticates a bearer token for a TokenReview (webhook
+// token authentication: metrics servers, dashboards and proxies ask it
+// about the tokens their clients send). A service-account token is
+// checked for the audiences asked (the API server's by default); any
+// other bearer token the API server knows is valid for its own audiences
+// only. Nothing about the reviewer is used: RBAC decided who may ask.
+func (s *Server) tokenReview(spec authenticationv1.TokenReviewSpec, now time.Time) authenticationv1.TokenReviewStatus {
+	var u *auth.User
+	var audiences []string
+	ours := false
+	var err error
+	if s.serviceAccountTokens != nil {
+		u, audiences, ours, err = s.serviceAccountTokens.ReviewToken(spec.Token, spec.Audiences, now)
+	}
+	if !ours {
+		audiences = s.apiAudiences
+		if len(spec.Audiences) > 0 {
+			audiences = nil
+			for _, a := range spec.Audiences {
+				if slices.Contains(s.apiAudiences, a) {
+					audiences = append(audiences, a)
+				}
+			}
+		}
+		r := &http.Request{Header: http.Header{"Authorization": []string{"Bearer " + spec.Token}}}
+		u, err = auth.Authenticate(s.authenticators, r)
+		if err == nil && (u.Name == auth.AnonymousUser || len(audiences) == 0) {
+			err = auth.ErrUnauthorized
+		}
+	}
+	if err != nil {
+		return authenticationv1.TokenReviewStatus{Error: "invalid bearer token"}
+	}
+	return authenticationv1.TokenReviewStatus{Authenticated: true, Audiences: audiences,
+		User: authenticationv1.UserInfo{Username: u.Name, UID: u.UID, Groups: u.Groups, Extra: extraValues(u.Extra)}}
 }

@@ -70,6 +70,10 @@ type Config struct {
 type Server struct {
 	cfg            Config
 	authenticators []auth.Authenticator
+	// serviceAccountTokens is also in authenticators; TokenReviews ask it
+	// for other audiences than the API server's.
+	serviceAccountTokens *auth.ServiceAccountAuthenticator
+	apiAudiences         []string
 	authorizer     auth.Authorizer
 	rbac           *auth.RBACIndex // roles and bindings, for RBAC, escalation checks and rules reviews
 	resources      map[schema.GroupVersionResource]*served
@@ -118,10 +122,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	// Service-account tokens go before the static tokens, which refuse
 	// every bearer token they do not know.
 	if cfg.ServiceAccountSigner != nil {
-		s.authenticators = append(s.authenticators, &auth.ServiceAccountAuthenticator{
-			Signer: cfg.ServiceAccountSigner, Audiences: cfg.APIAudiences, Objects: tokenObjects{s}})
+		s.serviceAccountTokens = &auth.ServiceAccountAuthenticator{
+			Signer: cfg.ServiceAccountSigner, Audiences: cfg.APIAudiences, Objects: tokenObjects{s}}
+		s.authenticators = append(s.authenticators, s.serviceAccountTokens)
 	}
 	s.authenticators = append(s.authenticators, cfg.Authenticators...)
+	s.apiAudiences = cfg.APIAudiences
 	var stores []*storage.Store
 	var specs []openapi.Resource
 	byType := map[reflect.Type]*registry.Resource{}

@@ -427,3 +427,46 @@ func sign(t *testing.T, key *rsa.PrivateKey, claims jwt.MapClaims) string {
 	}
 	return tok
 }
+
+// TokenReview (webhook token authentication) answers for a token and the
+// audiences asked: the API server's by default, others for tokens minted
+// for them; a bad token is unauthenticated with an error, never a failed
+// request; an empty token is 422.
+func TestTokenReview(t *testing.T) {
+	s := startServer(t)
+	ctx := context.Background()
+	s.mustKubectl("create", "namespace", "tr")
+	s.mustKubectl("-n", "tr", "create", "serviceaccount", "app")
+	apiToken := strings.TrimSpace(s.mustKubectl("-n", "tr", "create", "token", "app"))
+	vaultToken := strings.TrimSpace(s.mustKubectl("-n", "tr", "create", "token", "app", "--audience", "vault"))
+	review := func(token string, audiences ...string) authenticationv1.TokenReviewStatus {
+		t.Helper()
+		r, err := s.client().AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
+			Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: audiences}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Status
+	}
+	st := review(apiToken)
+	if !st.Authenticated || st.User.Username != "system:serviceaccount:tr:app" || !slices.Contains(st.User.Groups, "system:serviceaccounts:tr") ||
+		!slices.Equal(st.Audiences, []string{apiAudience}) || st.User.UID == "" {
+		t.Errorf("review of an API token: %+v", st)
+	}
+	if st := review(apiToken, "vault"); st.Authenticated || st.Error == "" {
+		t.Errorf("an API token reviewed for vault: %+v", st)
+	}
+	if st := review(vaultToken, "vault", "other"); !st.Authenticated || !slices.Equal(st.Audiences, []string{"vault"}) {
+		t.Errorf("a vault token reviewed for vault: %+v", st)
+	}
+	if st := review(vaultToken); st.Authenticated {
+		t.Errorf("a vault token is valid for the API server: %+v", st)
+	}
+	if st := review("not-a-token"); st.Authenticated || st.Error == "" {
+		t.Errorf("review of garbage: %+v", st)
+	}
+	_, err := s.client().AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{}, metav1.CreateOptions{})
+	if !apierrors.IsInvalid(err) {
+		t.Errorf("a TokenReview without a token: %v, want 422", err)
+	}
+}

@@ -240,7 +240,6 @@ const verifiedCacheSize = 8192
 
 type verifiedToken struct {
 	claims      *claims
-	audienceOK  bool
 	legacy      bool
 	exp, nbf    time.Time
 	credentials string
@@ -254,21 +253,46 @@ func (a *ServiceAccountAuthenticator) Authenticate(r *http.Request) (*User, bool
 	return a.AuthenticateToken(token, time.Now())
 }
 
-// AuthenticateToken checks one token at time now.
+// AuthenticateToken checks one token at time now, for the API server's
+// own audiences.
 func (a *ServiceAccountAuthenticator) AuthenticateToken(token string, now time.Time) (*User, bool, error) {
+	u, _, ok, err := a.ReviewToken(token, nil, now)
+	return u, ok, err
+}
+
+// ReviewToken checks a token for one of audiences (the API server's when
+// none are given), as a TokenReview asks, and returns the audiences it
+// is valid for. ok=false: not a token of this issuer. A legacy token has
+// no audience of its own and is valid for the API server's.
+func (a *ServiceAccountAuthenticator) ReviewToken(token string, audiences []string, now time.Time) (_ *User, matched []string, ok bool, _ error) {
+	if len(audiences) == 0 {
+		audiences = a.Audiences
+	}
 	v, ok, err := a.verify(token)
 	if !ok || err != nil {
-		return nil, ok, err
+		return nil, nil, ok, err
+	}
+	tokenAudiences := v.claims.Audience
+	if v.legacy {
+		tokenAudiences = a.Audiences
+	}
+	for _, aud := range audiences {
+		if slices.Contains(tokenAudiences, aud) {
+			matched = append(matched, aud)
+		}
+	}
+	if len(matched) == 0 {
+		return nil, nil, true, ErrUnauthorized
 	}
 	if v.legacy {
 		u, err := a.legacyUser(token, v.claims)
-		return u, true, err
+		return u, matched, true, err
 	}
-	if !v.audienceOK || now.After(v.exp.Add(clockLeeway)) || now.Before(v.nbf.Add(-clockLeeway)) {
-		return nil, true, ErrUnauthorized
+	if now.After(v.exp.Add(clockLeeway)) || now.Before(v.nbf.Add(-clockLeeway)) {
+		return nil, nil, true, ErrUnauthorized
 	}
 	u, err := a.boundUser(v, now)
-	return u, true, err
+	return u, matched, true, err
 }
 
 // verify returns the token's claims once its signature is checked, from
@@ -304,7 +328,6 @@ func (a *ServiceAccountAuthenticator) verify(token string) (*verifiedToken, bool
 		if c.NotBefore != nil {
 			v.nbf = c.NotBefore.Time
 		}
-		v.audienceOK = slices.ContainsFunc(c.Audience, func(aud string) bool { return slices.Contains(a.Audiences, aud) })
 		if c.ID != "" {
 			v.credentials = "JTI=" + c.ID
 		}

@@ -30,7 +30,7 @@ func All(opts Options) []*Resource {
 		// networking.k8s.io/v1
 		ingresses(), networkPolicies(),
 		// authentication.k8s.io/v1 and authorization.k8s.io/v1: reviews.
-		selfSubjectReviews(), selfSubjectAccessReviews(), selfSubjectRulesReviews(), subjectAccessReviews(), localSubjectAccessReviews(),
+		tokenReviews(), selfSubjectReviews(), selfSubjectAccessReviews(), selfSubjectRulesReviews(), subjectAccessReviews(), localSubjectAccessReviews(),
 		// storage.k8s.io/v1
 		storageClasses(),
 	}

@@ -12,6 +12,14 @@ import (
 // answered from the API server's own authentication and authorizer chain;
 // nothing is stored, so they have no strategy.
 
+func tokenReviews() *Resource {
+	return &Resource{
+		GVR: gvr("authentication.k8s.io", "v1", "tokenreviews"), Kind: "TokenReview", Singular: "tokenreview",
+		Review: true, Verbs: []string{"create"},
+		New: func() runtime.Object { return &authenticationv1.TokenReview{} }, NewList: func() runtime.Object { return &metav1.List{} },
+	}
+}
+
 func selfSubjectReviews() *Resource {
 	return &Resource{
 		GVR: gvr("authentication.k8s.io", "v1", "selfsubjectreviews"), Kind: "SelfSubjectReview", Singular: "selfsubjectreview",
