@@ -74,19 +74,19 @@ type Server struct {
 	// for other audiences than the API server's.
 	serviceAccountTokens *auth.ServiceAccountAuthenticator
 	apiAudiences         []string
-	authorizer     auth.Authorizer
-	rbac           *auth.RBACIndex // roles and bindings, for RBAC, escalation checks and rules reviews
-	resources      map[schema.GroupVersionResource]*served
-	byGroup        map[string][]*served // "group/version" -> resources
-	groupVersions  []schema.GroupVersion
-	openapi        http.Handler
-	services       *allocator.Services
-	compactor      *storage.Compactor
-	ready          sync.Map // check name -> error
-	kubeletOnce    sync.Once
-	kubeletRT      http.RoundTripper
-	fields         *apply.Manager
-	admission      *admission.Chain
+	authorizer           auth.Authorizer
+	rbac                 *auth.RBACIndex // roles and bindings, for RBAC, escalation checks and rules reviews
+	resources            map[schema.GroupVersionResource]*served
+	byGroup              map[string][]*served // "group/version" -> resources
+	groupVersions        []schema.GroupVersion
+	openapi              http.Handler
+	services             *allocator.Services
+	compactor            *storage.Compactor
+	ready                sync.Map // check name -> error
+	kubeletOnce          sync.Once
+	kubeletRT            http.RoundTripper
+	fields               *apply.Manager
+	admission            *admission.Chain
 }
 
 // served pairs a resource's declaration with its storage.
