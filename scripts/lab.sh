@@ -55,6 +55,7 @@ node_index() { # node-3 -> 3
 	echo "${BASH_REMATCH[1]}"
 }
 node_ip() { echo "$net.$((10 + $(node_index "$1")))"; }
+node_mac() { printf '02:6b:65:6c:70:%02x\n' "$(node_index "$1")"; }
 netns_of() { echo "kelp-lab-$1"; }
 veth_of() { echo "kl-$1"; }
 data_of() { echo "$lab_dir/$1"; }
@@ -153,7 +154,9 @@ plug() {
 	local node="$1" ns veth ip
 	ns="$(netns_of "$node")" veth="$(veth_of "$node")" ip="$(node_ip "$node")"
 	ip netns add "$ns"
-	ip -n "$switch" link add "$veth" type veth peer name eth0 netns "$ns"
+	# A fixed MAC, as a machine's NIC keeps across reboots: the host's and
+	# the other nodes' neighbour caches stay right when the node revives.
+	ip -n "$switch" link add "$veth" type veth peer name eth0 address "$(node_mac "$node")" netns "$ns"
 	ip -n "$switch" link set "$veth" master br0 up
 	ip -n "$ns" link set lo up
 	ip -n "$ns" addr add "$ip/24" dev eth0
