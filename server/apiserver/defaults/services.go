@@ -175,10 +175,7 @@ func CarryAllocatedServiceValues(s, old *corev1.Service) {
 			s.Spec.IPFamilyPolicy = ptr.To(*old.Spec.IPFamilyPolicy)
 		}
 	}
-	needsNodePort := func(x *corev1.Service) bool {
-		return x.Spec.Type == corev1.ServiceTypeNodePort || x.Spec.Type == corev1.ServiceTypeLoadBalancer
-	}
-	if needsNodePort(old) && needsNodePort(s) {
+	if needsNodePorts(old) && needsNodePorts(s) {
 		// Ports are matched by name; a node port the new spec already uses
 		// elsewhere is not reassigned.
 		used := map[int32]bool{}
@@ -201,11 +198,7 @@ func CarryAllocatedServiceValues(s, old *corev1.Service) {
 			}
 		}
 	}
-	needsHC := func(x *corev1.Service) bool {
-		return x.Spec.Type == corev1.ServiceTypeLoadBalancer &&
-			(x.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal)
-	}
-	if needsHC(old) && needsHC(s) && s.Spec.HealthCheckNodePort == 0 {
+	if needsHealthCheckNodePort(old) && needsHealthCheckNodePort(s) && s.Spec.HealthCheckNodePort == 0 {
 		s.Spec.HealthCheckNodePort = old.Spec.HealthCheckNodePort
 	}
 }
@@ -230,18 +223,12 @@ func DropTypeDependentServiceFields(s, old *corev1.Service) {
 			s.Spec.IPFamilyPolicy = nil
 		}
 	}
-	needsNodePorts := func(x *corev1.Service) bool {
-		return x.Spec.Type == corev1.ServiceTypeNodePort || x.Spec.Type == corev1.ServiceTypeLoadBalancer
-	}
 	if needsNodePorts(old) && !needsNodePorts(s) && sameNodePorts(s, old) {
 		for i := range s.Spec.Ports {
 			s.Spec.Ports[i].NodePort = 0
 		}
 	}
-	needsHC := func(x *corev1.Service) bool {
-		return x.Spec.Type == corev1.ServiceTypeLoadBalancer && x.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
-	}
-	if needsHC(old) && !needsHC(s) && s.Spec.HealthCheckNodePort == old.Spec.HealthCheckNodePort {
+	if needsHealthCheckNodePort(old) && !needsHealthCheckNodePort(s) && s.Spec.HealthCheckNodePort == old.Spec.HealthCheckNodePort {
 		s.Spec.HealthCheckNodePort = 0
 	}
 	isLB := func(x *corev1.Service) bool { return x.Spec.Type == corev1.ServiceTypeLoadBalancer }
@@ -262,6 +249,17 @@ func DropTypeDependentServiceFields(s, old *corev1.Service) {
 	if needsClusterIP(old) && !needsClusterIP(s) && ptr.Equal(s.Spec.InternalTrafficPolicy, old.Spec.InternalTrafficPolicy) {
 		s.Spec.InternalTrafficPolicy = nil
 	}
+}
+
+// needsNodePorts: NodePort and LoadBalancer Services have node ports.
+func needsNodePorts(s *corev1.Service) bool {
+	return s.Spec.Type == corev1.ServiceTypeNodePort || s.Spec.Type == corev1.ServiceTypeLoadBalancer
+}
+
+// needsHealthCheckNodePort: a LoadBalancer that keeps traffic on the
+// node it arrives at has a health-check node port.
+func needsHealthCheckNodePort(s *corev1.Service) bool {
+	return s.Spec.Type == corev1.ServiceTypeLoadBalancer && s.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
 }
 
 // sameNodePorts: every port the new spec shares with the old (by index,
