@@ -76,10 +76,6 @@ func (l *Lab) NodeDeath(ctx context.Context, victim, prober, namespace, service,
 	if len(victimIPs) == 0 {
 		return tl, fmt.Errorf("no pod of %s runs on %s", selector, victim)
 	}
-	lease, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, victim, metav1.GetOptions{})
-	if err != nil {
-		return tl, err
-	}
 
 	// The clients run from before the kill to shortly after the pods are
 	// replaced; a failure before the kill means the cluster was not
@@ -115,24 +111,20 @@ func (l *Lab) NodeDeath(ctx context.Context, victim, prober, namespace, service,
 			}
 		}()
 	}
-	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		wg.Wait()
-	}()
+	stopProbers := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	defer stopProbers()
 	time.Sleep(time.Second)
 
 	killed := time.Now()
 	if err := l.Kill(victim); err != nil {
 		return tl, err
 	}
-	tl.LastRenew = lease.Spec.RenewTime.Sub(killed)
-	if l, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, victim, metav1.GetOptions{}); err == nil && l.Spec.RenewTime != nil {
-		tl.LastRenew = l.Spec.RenewTime.Sub(killed)
+	// Read after the kill: a renewal in flight at the kill may still land.
+	lease, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, victim, metav1.GetOptions{})
+	if err != nil || lease.Spec.RenewTime == nil {
+		return tl, fmt.Errorf("the dead node's Lease: %v", err)
 	}
+	tl.LastRenew = lease.Spec.RenewTime.Sub(killed)
 	seen := func(d *time.Duration, cond bool) {
 		if cond && *d == 0 {
 			*d = time.Since(killed)
@@ -192,8 +184,7 @@ func (l *Lab) NodeDeath(ctx context.Context, victim, prober, namespace, service,
 		seen(&tl.Replaced, replacements == want && tl.Evicted != 0)
 	}
 	time.Sleep(2 * time.Second)
-	close(stop)
-	wg.Wait()
+	stopProbers()
 	for _, s := range samples {
 		tl.Requests++
 		if s.ok {
