@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,6 +44,10 @@ type Config struct {
 	ResolvConf string
 	// TTL of authoritative records, default 5.
 	TTL uint32
+	// Clients are the networks served besides loopback and this host's
+	// own addresses: the cluster CIDR (see clients.go). Anyone else is
+	// REFUSED.
+	Clients []netip.Prefix
 }
 
 const (
@@ -72,6 +77,7 @@ type Server struct {
 	sliceInformer cache.SharedIndexInformer
 
 	listeners []*listener
+	clients   *clientFilter
 
 	// upstreams currently in use; looping ones are removed by the probe.
 	upMu      sync.RWMutex
@@ -112,6 +118,8 @@ func New(cfg Config, factory informers.SharedInformerFactory) (*Server, error) {
 		cfg:  cfg,
 		zone: strings.ToLower(mdns.Fqdn(strings.Trim(cfg.Domain, "."))),
 		log:  logrus.WithField("component", "dns"),
+
+		clients: newClientFilter(cfg.Clients),
 	}
 	var tok [8]byte
 	if _, err := rand.Read(tok[:]); err != nil {
@@ -325,7 +333,13 @@ func (s *Server) handle(w mdns.ResponseWriter, r *mdns.Msg) *mdns.Msg {
 	q := r.Question[0]
 	lname := strings.ToLower(q.Name)
 
+	// Loop probes come back through an upstream, which is no client of
+	// ours: they are counted before anything else.
 	if s.isProbe(lname) {
+		return m.SetRcode(r, mdns.RcodeRefused)
+	}
+	if w != nil && w.RemoteAddr() != nil && !s.clients.allows(w.RemoteAddr()) {
+		s.log.Debugf("refusing query for %s from %s: not a client of the cluster", q.Name, w.RemoteAddr())
 		return m.SetRcode(r, mdns.RcodeRefused)
 	}
 	if w != nil && w.RemoteAddr() != nil {

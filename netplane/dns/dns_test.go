@@ -612,10 +612,17 @@ func BenchmarkQuery(b *testing.B) {
 }
 
 // recorder is a minimal mdns.ResponseWriter for calling ServeDNS directly.
-type recorder struct{ msg *mdns.Msg }
+// Its client is 127.0.0.1 unless remote says otherwise.
+type recorder struct {
+	msg    *mdns.Msg
+	remote net.Addr
+}
 
 func (r *recorder) LocalAddr() net.Addr { return &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 53} }
 func (r *recorder) RemoteAddr() net.Addr {
+	if r.remote != nil {
+		return r.remote
+	}
 	return &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}
 }
 func (r *recorder) WriteMsg(m *mdns.Msg) error { r.msg = m; return nil }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	mdns "github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,6 +58,20 @@ func startLab(t *testing.T, n int, serverArgs ...string) (*lab.Lab, *cluster) {
 		clusterMu.Unlock()
 	})
 	return l, &cluster{t: t, dataDir: dir, kubeconfig: l.Kubeconfig, config: l.Config, cs: l.Client}
+}
+
+// askDNS sends one A query to server:53 over network, on a socket from
+// dial (a lab node's namespace, or the host's).
+func askDNS(dial func(ctx context.Context, network, addr string) (net.Conn, error), network, server, name string) (*mdns.Msg, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	conn, err := dial(ctx, network, net.JoinHostPort(server, "53"))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	r, _, err := (&mdns.Client{Net: network, Timeout: 2 * time.Second}).ExchangeWithConnContext(ctx, new(mdns.Msg).SetQuestion(name, mdns.TypeA), &mdns.Conn{Conn: conn})
+	return r, err
 }
 
 // labGet sends a request from inside a lab node.
@@ -161,6 +177,27 @@ func TestMultiNode(t *testing.T) {
 		}
 		if len(seen) != 3 {
 			t.Errorf("container-lab by name from node-2 reached %v, want all 3 pods:\n%s", seen, out)
+		}
+	})
+	t.Run("cluster DNS only for the cluster", func(t *testing.T) {
+		name := "container-lab.default.svc.cluster.local."
+		// The host, on the lab's LAN (192.168.77.1), is neither a pod nor
+		// a node: it gets REFUSED or silence, never an answer or a
+		// forwarded one.
+		for _, node := range names {
+			for _, network := range []string{"udp", "tcp"} {
+				for _, q := range []string{name, "example.com."} {
+					r, err := askDNS((&net.Dialer{}).DialContext, network, l.IP(node), q)
+					if err == nil && r.Rcode != mdns.RcodeRefused {
+						t.Errorf("%s over %s from the LAN to %s's DNS: %s %v, want REFUSED or no answer", q, network, node, mdns.RcodeToString[r.Rcode], r.Answer)
+					}
+				}
+			}
+		}
+		// The node itself is served.
+		r, err := askDNS(lab.DialIn(l.Netns("node-2")), "udp", l.IP("node-2"), name)
+		if err != nil || r.Rcode != mdns.RcodeSuccess || len(r.Answer) != 1 || r.Answer[0].(*mdns.A).A.String() != svc.Spec.ClusterIP {
+			t.Errorf("node-2 asking its own DNS for %s: %v %v", name, err, r)
 		}
 	})
 	t.Run("NodePort on every node's address", func(t *testing.T) {
