@@ -105,6 +105,11 @@ func Run(ctx context.Context, cfg Config, creds Credentials) error {
 	if err := os.MkdirAll(filepath.Join(agentDir, "images"), 0o755); err != nil {
 		return err
 	}
+	if cfg.ContainerRuntimeEndpoint == "" {
+		if err := claimRunDir(runDir, cfg.DataDir, sock); err != nil {
+			return err
+		}
+	}
 	address := cfg.ContainerRuntimeEndpoint
 	if address == "" {
 		sup, err := containerd.Start(ctx, containerd.Config{Dir: agentDir, Address: sock})
@@ -185,7 +190,16 @@ func startNetplane(ctx context.Context, cfg Config, client kubernetes.Interface)
 		if port == 0 {
 			port = config.DNSPort
 		}
-		d, err := dns.New(dns.Config{Domain: cfg.ClusterDomain, Listen: []string{net.JoinHostPort(cfg.NodeIP, strconv.Itoa(port))}}, factory)
+		var clients []netip.Prefix
+		if cfg.ClusterCIDR != "" {
+			cidr, err := netip.ParsePrefix(cfg.ClusterCIDR)
+			if err != nil {
+				return fmt.Errorf("cluster CIDR %q: %w", cfg.ClusterCIDR, err)
+			}
+			clients = append(clients, cidr)
+		}
+		d, err := dns.New(dns.Config{Domain: cfg.ClusterDomain, Listen: []string{net.JoinHostPort(cfg.NodeIP, strconv.Itoa(port))},
+			Clients: clients}, factory)
 		if err != nil {
 			return fmt.Errorf("cluster DNS: %w", err)
 		}

@@ -165,6 +165,8 @@ func (r *Runtime) StartContainer(ctx context.Context, id string) error {
 	if s.Process != nil && s.Process.Terminal {
 		creator = cio.TerminalBinaryIO(r.opts.LoggerBinary, loggerQuery(logPath))
 	}
+	r.tasks.RLock()
+	defer r.tasks.RUnlock()
 	task, err := c.NewTask(ctx, creator)
 	if err != nil {
 		return fmt.Errorf("create task %s: %w", id, err)

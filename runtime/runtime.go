@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/containerd/containerd"
 	"github.com/containerd/containerd/namespaces"
@@ -44,6 +45,10 @@ type Options struct {
 type Runtime struct {
 	client *containerd.Client
 	opts   Options
+	// tasks is held shared while a task is being created (its shim runs
+	// before the task is listed) and exclusively while orphan shims are
+	// looked for, so the one is never mistaken for the other.
+	tasks sync.RWMutex
 }
 
 // New connects to containerd at opts.Address.

@@ -56,6 +56,9 @@ type Runtime interface {
 	ContainerStatus(ctx context.Context, id string) (runtime.ContainerStatus, error)
 	ListContainers(ctx context.Context, labels map[string]string) ([]runtime.ContainerStatus, error)
 	Exits() <-chan string
+	// RemoveOrphanShims kills containerd shims that serve no task (left
+	// when kelp died mid-creation), returning their ids.
+	RemoveOrphanShims(ctx context.Context) ([]string, error)
 	Exec(ctx context.Context, id string, cmd []string, stdin io.Reader, stdout, stderr io.Writer, tty bool) (int, error)
 }
 
@@ -286,12 +289,16 @@ func (k *Kubelet) relist(ctx context.Context) {
 	defer t.Stop()
 	seen := map[string]string{} // pod UID -> container IDs and states
 	lastResync := time.Now()
+	shims := time.NewTicker(shimsInterval)
+	defer shims.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case id := <-k.runtime.Exits():
 			k.kickByContainer(ctx, id)
+		case <-shims.C:
+			k.removeOrphanShims(ctx)
 		case <-t.C:
 			list, err := k.runtime.ListContainers(ctx, nil)
 			if err != nil {
@@ -320,6 +327,16 @@ func (k *Kubelet) relist(ctx context.Context) {
 
 // resyncInterval is how often every pod is looked at without a reason.
 const resyncInterval = 10 * time.Second
+
+// shimsInterval is how often orphan shims are looked for after the pass
+// at start (which spares shims too young to judge, see runtime).
+const shimsInterval = 15 * time.Second
+
+func (k *Kubelet) removeOrphanShims(ctx context.Context) {
+	if _, err := k.runtime.RemoveOrphanShims(ctx); err != nil && ctx.Err() == nil {
+		logrus.WithError(err).Warn("kubelet: removing orphan shims")
+	}
+}
 
 func (k *Kubelet) kickByContainer(ctx context.Context, id string) {
 	st, err := k.runtime.ContainerStatus(ctx, id)
@@ -359,6 +376,7 @@ func (k *Kubelet) removeOrphans(ctx context.Context) {
 		_ = k.runtime.StopContainer(ctx, c.ID, 0)
 		_ = k.runtime.RemoveContainer(ctx, c.ID)
 	}
+	k.removeOrphanShims(ctx)
 	if err := k.network.Recover(keep); err != nil {
 		logrus.WithError(err).Warn("kubelet: recovering the pod network")
 	}

@@ -123,6 +123,9 @@ next:
 
 func (r *Runtime) Exits() <-chan string { return r.exits }
 
+// RemoveOrphanShims: the fake has no shims.
+func (r *Runtime) RemoveOrphanShims(context.Context) ([]string, error) { return nil, nil }
+
 func (r *Runtime) Exec(context.Context, string, []string, io.Reader, io.Writer, io.Writer, bool) (int, error) {
 	return 0, nil
 }
