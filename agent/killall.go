@@ -29,6 +29,10 @@ import (
 // touched.
 func KillAll(ctx context.Context, cfg Config) error {
 	agentDir, runDir, sock := cfg.paths()
+	// Another cluster's run dir (or containerd) is left exactly as it is.
+	if err := checkRunDirOwner(runDir, cfg.DataDir, sock); err != nil {
+		return fmt.Errorf("nothing removed: %w", err)
+	}
 	var errs []error
 	if answers(sock) {
 		if rt, err := runtime.New(ctx, runtime.Options{Address: sock, StateDir: filepath.Join(runDir, "runtime"),
@@ -40,6 +44,10 @@ func KillAll(ctx context.Context, cfg Config) error {
 					errs = append(errs, err)
 				}
 			}
+			// With every container gone, any shim left serves nothing.
+			if _, err := rt.RemoveAllShims(ctx); err != nil {
+				errs = append(errs, err)
+			}
 			rt.Close()
 		}
 		if sup, err := containerd.Start(ctx, containerd.Config{Dir: agentDir, Address: sock}); err == nil {
@@ -49,15 +57,21 @@ func KillAll(ctx context.Context, cfg Config) error {
 		}
 	}
 	// Each netplane component removes its own objects; table ip kelp goes
-	// once none of them has anything left in it.
-	if err := proxy.Cleanup(""); err != nil {
-		errs = append(errs, err)
-	}
-	if err := nodenet.Cleanup(nodenet.Options{AgentDir: agentDir, RunDir: runDir}); err != nil {
-		errs = append(errs, err)
-	}
-	if err := nft.DropIfEmpty(""); err != nil {
-		errs = append(errs, err)
+	// once none of them has anything left in it. They live in the node's
+	// network namespace, which other clusters' agents may share: they are
+	// removed only if this data dir's agent set up a pod network here.
+	if netOpts := (nodenet.Options{AgentDir: agentDir, RunDir: runDir}); nodenet.Ran(netOpts) {
+		if err := proxy.Cleanup(""); err != nil {
+			errs = append(errs, err)
+		}
+		if err := nodenet.Cleanup(netOpts); err != nil {
+			errs = append(errs, err)
+		}
+		if err := nft.DropIfEmpty(""); err != nil {
+			errs = append(errs, err)
+		}
+	} else {
+		logrus.Infof("killall: %s set up no pod network: leaving the host's network (cni0, kelp.1, table ip kelp) alone", cfg.DataDir)
 	}
 	if cfg.CgroupRoot != "" {
 		removeCgroups(cfg.CgroupRoot)

@@ -3,6 +3,7 @@ package kubelet
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -59,8 +60,17 @@ func newTestKubelet(t *testing.T, objs ...*corev1.Pod) *testKubelet {
 	client := fake.NewClientset()
 	rt, nw := kubelettest.NewRuntime(), kubelettest.NewNetwork("10.42.0.7")
 	events := record.NewFakeRecorder(1000)
-	k := New(Config{NodeName: "node-1", NodeIP: testNodeIP, DataDir: t.TempDir(), LogRoot: t.TempDir(),
+	dataDir := t.TempDir()
+	k := New(Config{NodeName: "node-1", NodeIP: testNodeIP, DataDir: dataDir, LogRoot: t.TempDir(),
 		ClusterDNS: "10.43.0.10", CrashLoopMaxBackoff: time.Minute}, client, rt, events)
+	// Secret and projected volumes are tmpfs mounts: gone before the
+	// temporary directory is removed (cleanups run last-in first-out).
+	t.Cleanup(func() {
+		pods, _ := filepath.Glob(filepath.Join(dataDir, "pods", "*"))
+		for _, p := range pods {
+			unmountVolumes(p)
+		}
+	})
 	k.network = nw
 	factory := informers.NewSharedInformerFactory(client, 0)
 	k.podLister = factory.Core().V1().Pods().Lister()

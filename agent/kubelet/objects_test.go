@@ -101,6 +101,12 @@ func TestPodSecretsAndConfigMapsAreReadByName(t *testing.T) {
 	if err != nil || string(data) != "hunter2" {
 		t.Fatalf("secret volume: %q %v", data, err)
 	}
+	// A Secret lives in memory on the node, as upstream's kubelet keeps it;
+	// a ConfigMap on disk.
+	if !isMountPoint(tk.volumeDir(pod, "creds")) || isMountPoint(tk.volumeDir(pod, "settings")) {
+		t.Errorf("secret volume a tmpfs mount: %v (want true); configMap volume one: %v (want false)",
+			isMountPoint(tk.volumeDir(pod, "creds")), isMountPoint(tk.volumeDir(pod, "settings")))
+	}
 	spec, ok := tk.rt.Spec(createdID(t, tk, "app"))
 	if !ok {
 		t.Fatalf("app not created: %v", tk.rt.Calls())

@@ -63,6 +63,9 @@ func (k *Kubelet) prepareVolume(ctx context.Context, pod *corev1.Pod, v *corev1.
 		if err != nil {
 			return err
 		}
+		if err := ensureTmpfs(dir); err != nil {
+			return err
+		}
 		return writeVolumeFiles(dir, files)
 	case v.DownwardAPI != nil:
 		files, err := k.downwardFiles(pod, v.DownwardAPI.Items, v.DownwardAPI.DefaultMode)
@@ -93,6 +96,10 @@ func (k *Kubelet) prepareVolume(ctx context.Context, pod *corev1.Pod, v *corev1.
 			for p, f := range part {
 				files[p] = f
 			}
+		}
+		// Projected volumes carry Secrets and service-account tokens.
+		if err := ensureTmpfs(dir); err != nil {
+			return err
 		}
 		return writeVolumeFiles(dir, files)
 	}
@@ -350,6 +357,22 @@ func isMountPoint(dir string) bool {
 		return false
 	}
 	return st.Dev != parent.Dev
+}
+
+// ensureTmpfs makes dir a tmpfs mount, as upstream's kubelet backs secret
+// and projected volumes by memory: what they hold never reaches the
+// node's disk. Readable by every user of the pod, as upstream's.
+func ensureTmpfs(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if isMountPoint(dir) {
+		return nil
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755"); err != nil {
+		return fmt.Errorf("mounting tmpfs on %s: %w", dir, err)
+	}
+	return nil
 }
 
 // unmountVolumes unmounts tmpfs volumes under a pod dir before removal.

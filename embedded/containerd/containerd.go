@@ -119,7 +119,7 @@ func Start(ctx context.Context, cfg Config) (*Supervisor, error) {
 	sockDir := filepath.Dir(cfg.Address)
 	s := &Supervisor{
 		cfg:        cfg,
-		configPath: filepath.Join(cfg.Dir, "etc", "containerd", "config.toml"),
+		configPath: ConfigPath(cfg.Dir),
 		rootDir:    filepath.Join(cfg.Dir, "containerd"),
 		stateDir:   filepath.Join(sockDir, "state"),
 		pidFile:    filepath.Join(sockDir, "containerd.pid"),
@@ -669,3 +669,36 @@ func logTail(path string) string {
 	}
 	return "\n--- containerd log tail ---\n" + string(b)
 }
+
+// Serving names the containerd behind the socket at address, from the PID
+// file kelp keeps next to it: its pid and the config file it runs with
+// (which lies in the agent directory of the agent that started it). Zero
+// values when no live containerd is recorded there.
+func Serving(address string) (pid int, configPath string) {
+	s := &Supervisor{pidFile: filepath.Join(filepath.Dir(address), "containerd.pid")}
+	pid = s.readPID()
+	if pid <= 0 || !alive(pid) {
+		return 0, ""
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return 0, ""
+	}
+	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	if len(args) == 0 || filepath.Base(args[0]) != "containerd" {
+		return 0, ""
+	}
+	for i, a := range args {
+		if (a == "--config" || a == "-c") && i+1 < len(args) {
+			return pid, args[i+1]
+		}
+		if v, ok := strings.CutPrefix(a, "--config="); ok {
+			return pid, v
+		}
+	}
+	return pid, ""
+}
+
+// ConfigPath is the config file of the containerd supervised for the
+// agent directory dir.
+func ConfigPath(dir string) string { return filepath.Join(dir, "etc", "containerd", "config.toml") }

@@ -639,6 +639,18 @@ func Cleanup(cfg Config) error {
 	return errors.Join(errs...)
 }
 
+// Ran reports whether a Bridge with cfg's StateDir has set up a pod
+// network (its IPAM state records a pod CIDR): the evidence that this
+// state's agent, and not another one, owns kelp's objects in the node's
+// network namespace.
+func Ran(cfg Config) bool {
+	if err := cfg.setDefaults(); err != nil {
+		return false
+	}
+	st, err := readIPAMState(cfg.StateDir)
+	return err == nil && st.PodCIDR != ""
+}
+
 func isPodVethName(name string) bool {
 	if len(name) != 12 || !strings.HasPrefix(name, "veth") {
 		return false

@@ -136,6 +136,12 @@ func Cleanup(opts Options) error {
 	return errors.Join(errs...)
 }
 
+// Ran reports whether the agent whose directories opts names has set up a
+// node network (every backend starts from the bridge, whose IPAM state is
+// the evidence): kelp killall with another agent's directories must not
+// tear down the network a live cluster uses.
+func Ran(opts Options) bool { return bridge.Ran(bridgeConfig(opts)) }
+
 // The bridge backend: netplane/bridge, IPAM state in <agent>/ipam, pod
 // netns pins in <run>/netns.
 func bridgeConfig(o Options) bridge.Config {
