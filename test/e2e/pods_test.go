@@ -69,6 +69,10 @@ spec:
 			t.Errorf("%s: got %q, want %q", cmd, out, want)
 		}
 	}
+	// The Secret is in memory on the node, as upstream's kubelet keeps it.
+	if out := c.mustKubectl("exec", "vols", "-c", "app", "--", "sh", "-c", "grep ' /etc/sec ' /proc/mounts"); !strings.HasPrefix(out, "tmpfs ") {
+		t.Errorf("the secret volume inside the pod is no tmpfs mount: %q", out)
+	}
 	for _, name := range []string{"first", "second"} {
 		cs := containerStatus(c.pod("vols"), name)
 		if cs == nil || cs.State.Terminated == nil || cs.State.Terminated.Reason != "Completed" {
