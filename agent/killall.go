@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
 
 	"github.com/kelp-project/kelp/embedded/containerd"
 	"github.com/kelp-project/kelp/netplane/nft"
@@ -56,6 +57,9 @@ func KillAll(ctx context.Context, cfg Config) error {
 			}
 		}
 	}
+	if err := unmountPodVolumes(agentDir); err != nil {
+		errs = append(errs, err)
+	}
 	// Each netplane component removes its own objects; table ip kelp goes
 	// once none of them has anything left in it. They live in the node's
 	// network namespace, which other clusters' agents may share: they are
@@ -85,17 +89,43 @@ func KillAll(ctx context.Context, cfg Config) error {
 // mountsUnder reports whether anything is still mounted below dir (then
 // it is left alone rather than deleted through a live mount).
 func mountsUnder(dir string) bool {
+	points, err := mountPointsUnder(dir)
+	return err != nil || len(points) > 0
+}
+
+// mountPointsUnder lists the mount points below dir, deepest first.
+func mountPointsUnder(dir string) ([]string, error) {
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		return true
+		return nil, err
 	}
+	var out []string
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
 		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
-			return true
+			out = append(out, f[4])
 		}
 	}
-	return false
+	sort.Slice(out, func(i, j int) bool { return strings.Count(out[i], "/") > strings.Count(out[j], "/") })
+	return out, nil
+}
+
+// unmountPodVolumes detaches the pods' tmpfs volumes (secrets, projected
+// tokens, memory emptyDirs) under the agent's pods directory, as
+// k3s-killall.sh unmounts the kubelet's: with the containers gone nothing
+// uses them, and the pod directories can be removed.
+func unmountPodVolumes(agentDir string) error {
+	points, err := mountPointsUnder(filepath.Join(agentDir, "pods"))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range points {
+		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("unmounting %s: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func answers(sock string) bool {
