@@ -231,10 +231,11 @@ type Status struct {
 
 var keyTypes = map[string]string{AESCBC: "AES-CBC", AESGCM: "AES-GCM", Secretbox: "XSalsa20-POLY1305"}
 
-// Status reports the running configuration.
+// Status reports the running configuration. It takes no lock, so it
+// answers while a re-encryption runs (stage reencrypt_active): the
+// configuration is an atomic pointer and both files are replaced by
+// rename.
 func (e *Encryption) Status() (Status, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	l := e.loaded.Load()
 	st, err := e.readState()
 	if err != nil {

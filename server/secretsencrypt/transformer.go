@@ -5,7 +5,9 @@ import (
 	"crypto/aes"
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	apiserverv1 "k8s.io/apiserver/pkg/apis/apiserver/v1"
@@ -28,6 +30,9 @@ const (
 // writes, all read).
 type transformers struct {
 	entries []entry
+	// byResource memoises forResource (GroupResource -> value.Transformer,
+	// nil included): it runs on every value of every resource.
+	byResource sync.Map
 }
 
 type entry struct {
@@ -100,14 +105,19 @@ func providerTransformer(p apiserverv1.ProviderConfiguration) (value.PrefixTrans
 // forResource is the transformer of the first entry that lists gr, as
 // upstream picks it, or nil: a resource no entry lists is stored as is.
 func (ts *transformers) forResource(gr schema.GroupResource) value.Transformer {
+	if t, ok := ts.byResource.Load(gr); ok {
+		tr, _ := t.(value.Transformer) // a stored nil: no entry lists gr
+		return tr
+	}
+	var found value.Transformer
 	for _, e := range ts.entries {
-		for _, r := range e.resources {
-			if matches(r, gr) {
-				return e.t
-			}
+		if slices.ContainsFunc(e.resources, func(r string) bool { return matches(r, gr) }) {
+			found = e.t
+			break
 		}
 	}
-	return nil
+	ts.byResource.Store(gr, found)
+	return found
 }
 
 // matches is upstream's resource naming: "secrets" (the core group),
