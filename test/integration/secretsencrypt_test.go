@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 )
 
 // distinct is a value no other byte sequence in etcd will match by chance.
@@ -153,8 +154,27 @@ func TestSecretsEncryptionAtRest(t *testing.T) {
 		t.Fatalf("key %s not in %s", oldKey, oldCfg)
 	}
 
-	// Keys rotate live: new key written, every Secret rewritten, old key gone.
+	// Keys rotate live: new key written, every Secret rewritten, old key
+	// gone. Watchers see each rewrite as a MODIFIED event with the value
+	// in the clear.
+	w, err := s.client().CoreV1().Secrets("default").Watch(ctxT(t), metav1.ListOptions{FieldSelector: "metadata.name=after", ResourceVersion: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
 	out := s.mustSecretsEncrypt("rotate-keys")
+	for modified := false; !modified; {
+		select {
+		case ev := <-w.ResultChan():
+			sec, ok := ev.Object.(*corev1.Secret)
+			if !ok || string(sec.Data["v"]) != encValue {
+				t.Fatalf("watch event %s: %#v", ev.Type, ev.Object)
+			}
+			modified = ev.Type == watch.Modified
+		case <-time.After(10 * time.Second):
+			t.Fatal("no MODIFIED event for the rewritten Secret")
+		}
+	}
 	if !strings.Contains(out, "re-encrypted") {
 		t.Errorf("rotate-keys said: %s", out)
 	}
