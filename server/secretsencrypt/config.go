@@ -103,8 +103,12 @@ func validate(cfg *apiserverv1.EncryptionConfiguration) error {
 				if err != nil {
 					return fmt.Errorf("resources[%d].providers[%d].%s: key %q: secret is not base64", i, j, kind, k.Name)
 				}
-				if ok := len(raw) == 32 || (kind != Secretbox && (len(raw) == 16 || len(raw) == 24)); !ok {
-					return fmt.Errorf("resources[%d].providers[%d].%s: key %q is %d bytes (want 32%s)", i, j, kind, k.Name, len(raw), map[bool]string{true: "", false: ", 16 or 24"}[kind == Secretbox])
+				// AES takes 16, 24 or 32 bytes; secretbox only 32.
+				if kind == Secretbox && len(raw) != 32 {
+					return fmt.Errorf("resources[%d].providers[%d].%s: key %q is %d bytes (want 32)", i, j, kind, k.Name, len(raw))
+				}
+				if len(raw) != 16 && len(raw) != 24 && len(raw) != 32 {
+					return fmt.Errorf("resources[%d].providers[%d].%s: key %q is %d bytes (want 16, 24 or 32)", i, j, kind, k.Name, len(raw))
 				}
 			}
 		}
