@@ -38,7 +38,7 @@ func main() {
 		Usage:    "a Kubernetes cluster in one binary",
 		Flags:    cli.GlobalFlags(),
 		Before:   cli.SetupLogging,
-		Commands: []*urfavecli.Command{cli.Server(), cli.Agent(), cli.KillAll(), cli.Token(), cli.Kubeconfig(), cli.Kubectl(), cli.CheckConfig()},
+		Commands: []*urfavecli.Command{cli.Server(), cli.Agent(), cli.KillAll(), cli.Token(), cli.SecretsEncrypt(), cli.Kubeconfig(), cli.Kubectl(), cli.CheckConfig()},
 	}
 	if err := app.Run(os.Args); err != nil {
 		logrus.Fatal(err)

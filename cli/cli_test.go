@@ -299,7 +299,7 @@ func TestEnvVars(t *testing.T) {
 // kelp binary before the flags moved here).
 func TestHelp(t *testing.T) {
 	clearEnv(t)
-	for _, cmd := range []*urfave.Command{Server(), Agent(), KillAll(), Token(), Kubeconfig()} {
+	for _, cmd := range []*urfave.Command{Server(), Agent(), KillAll(), Token(), Kubeconfig(), SecretsEncrypt()} {
 		out, err := run(t, cmd, "--help")
 		if err != nil {
 			t.Fatal(err)

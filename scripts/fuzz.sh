@@ -30,6 +30,7 @@ targets=(
 	./server/apiserver/:FuzzDeleteOptions
 	./server/apiserver/storage/:FuzzParseRV
 	./server/apiserver/storage/:FuzzListEtcd
+	./server/secretsencrypt/:FuzzDecodeConfig
 )
 
 want=("$@")

@@ -12,14 +12,17 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kelp-project/kelp/config"
 	"github.com/kelp-project/kelp/embedded/etcd"
 	"github.com/kelp-project/kelp/server/apiserver"
 	"github.com/kelp-project/kelp/server/apiserver/auth"
+	"github.com/kelp-project/kelp/server/apiserver/storage"
 	"github.com/kelp-project/kelp/server/join"
 	"github.com/kelp-project/kelp/server/pki"
+	"github.com/kelp-project/kelp/server/secretsencrypt"
 )
 
 // apiServing is the API server behind its HTTPS listener.
@@ -27,6 +30,7 @@ type apiServing struct {
 	api      *apiserver.Server
 	signer   *auth.TokenSigner // service-account tokens, also for the token controller
 	join     *join.Handler
+	encrypt  *secretsencrypt.Handler
 	port     int // the bound one: --https-listen-port 0 picks a free port
 	srv      *http.Server
 	inflight atomic.Int64 // requests being served, watches included
@@ -36,7 +40,7 @@ type apiServing struct {
 
 // startAPI listens on the bind address and serves the API server there,
 // with a serving certificate for every name and address clients may use.
-func startAPI(ctx context.Context, cfg Config, e *etcd.Etcd, ca *pki.CA, tokens tokens, tlsDir string) (_ *apiServing, err error) {
+func startAPI(ctx context.Context, cfg Config, e *etcd.Etcd, ca *pki.CA, tokens tokens, tlsDir string, enc *secretsencrypt.Encryption) (_ *apiServing, err error) {
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.BindAddress, strconv.Itoa(cfg.HTTPSPort)))
 	if err != nil {
 		return nil, fmt.Errorf("API server listen: %w", err)
@@ -67,6 +71,10 @@ func startAPI(ctx context.Context, cfg Config, e *etcd.Etcd, ca *pki.CA, tokens 
 	if a.signer, err = auth.NewTokenSigner(issuer, saKey); err != nil {
 		return nil, err
 	}
+	var transformers func(schema.GroupResource) storage.Transformer
+	if enc != nil {
+		transformers = enc.TransformerFor
+	}
 	a.api, err = apiserver.New(apiCtx, apiserver.Config{
 		Etcd: e.Client,
 		// The server secret, bare or as the full token file holds it,
@@ -88,10 +96,15 @@ func startAPI(ctx context.Context, cfg Config, e *etcd.Etcd, ca *pki.CA, tokens 
 		// API's only audience.
 		ServiceAccountSigner: a.signer,
 		APIAudiences:         []string{issuer},
+		Transformers:         transformers,
 	})
 	if err != nil {
 		return nil, err
 	}
+	if enc != nil {
+		enc.SetRewriter(a.api.RewriteStored)
+	}
+	a.encrypt = &secretsencrypt.Handler{Encryption: enc, ServerSecret: tokens.server}
 	hostname, _ := os.Hostname()
 	dnsNames, ips := servingNames(cfg, hostname, hostIPs())
 	certFile, keyFile, err := ca.ServingCert(tlsDir, "serving-kube-apiserver", dnsNames, ips)
@@ -112,6 +125,10 @@ func startAPI(ctx context.Context, cfg Config, e *etcd.Etcd, ca *pki.CA, tokens 
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			a.inflight.Add(1)
 			defer a.inflight.Add(-1)
+			if secretsencrypt.Handles(r.URL.Path) {
+				a.encrypt.ServeHTTP(w, r)
+				return
+			}
 			if join.Handles(r.URL.Path) {
 				a.join.ServeHTTP(w, r)
 				return

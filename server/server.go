@@ -29,6 +29,7 @@ import (
 	"github.com/kelp-project/kelp/server/controllers/nodelifecycle"
 	"github.com/kelp-project/kelp/server/pki"
 	"github.com/kelp-project/kelp/server/scheduler"
+	"github.com/kelp-project/kelp/server/secretsencrypt"
 )
 
 // Config holds the flags of `kelp server` that concern the control plane.
@@ -63,6 +64,9 @@ type Config struct {
 	// eviction rates; SchedulerBackoff the scheduler's retry delays.
 	NodeLifecycle    nodelifecycle.Config
 	SchedulerBackoff scheduler.Backoff
+	// SecretsEncryption encrypts Secrets at rest with the configuration
+	// in <data-dir>/server/cred (k3s's --secrets-encryption).
+	SecretsEncryption bool
 }
 
 // Server is a running control plane.
@@ -114,11 +118,20 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if s.CA, tokens, err = loadCredentials(cfg, serverDir, tlsDir); err != nil {
 		return nil, err
 	}
+	// The encryption configuration is read before etcd starts: a bad
+	// file stops the server before anything could be written in the
+	// clear.
+	var enc *secretsencrypt.Encryption
+	if cfg.SecretsEncryption {
+		if enc, err = secretsencrypt.Setup(filepath.Join(serverDir, "cred")); err != nil {
+			return nil, fmt.Errorf("secrets encryption: %w", err)
+		}
+	}
 	if s.etcd, err = etcd.Start(ctx, filepath.Join(serverDir, "db")); err != nil {
 		return nil, err
 	}
 	logrus.Debugf("etcd ready after %s", time.Since(start))
-	if s.api, err = startAPI(ctx, cfg, s.etcd, s.CA, tokens, tlsDir); err != nil {
+	if s.api, err = startAPI(ctx, cfg, s.etcd, s.CA, tokens, tlsDir, enc); err != nil {
 		return nil, err
 	}
 	s.URL = "https://" + net.JoinHostPort(loopbackFor(cfg.BindAddress), strconv.Itoa(s.api.port))

@@ -33,6 +33,8 @@ type Config struct {
 	Attrs   AttrFunc
 	// CacheWindow is how many recent events the watch cache keeps.
 	CacheWindow int
+	// Transformer, if set, encrypts values at rest (see transform.go).
+	Transformer Transformer
 }
 
 // Store is the storage of one resource: etcd for writes and consistent
@@ -45,6 +47,8 @@ type Store struct {
 	newFunc func() runtime.Object
 	attrs   AttrFunc
 	cache   *watchCache
+	// transformer is nil for resources stored as plain protobuf.
+	transformer Transformer
 }
 
 // New opens the store and starts its watch cache, which is ready when New
@@ -57,6 +61,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		codec:   newCodec(cfg.Kind),
 		newFunc: cfg.NewFunc,
 		attrs:   cfg.Attrs,
+
+		transformer: cfg.Transformer,
 	}
 	window := cfg.CacheWindow
 	if window <= 0 {
@@ -103,6 +109,9 @@ func (s *Store) Create(ctx context.Context, key string, obj runtime.Object, dryR
 		}
 		return obj, nil
 	}
+	if data, err = s.toStorage(ctx, data, key); err != nil {
+		return nil, err
+	}
 	resp, err := s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, string(data))).
@@ -127,17 +136,27 @@ func (s *Store) get(ctx context.Context, key string) (runtime.Object, int64, err
 	return obj, rev, err
 }
 
-func (s *Store) getRaw(ctx context.Context, key string) (runtime.Object, int64, []byte, error) {
+// stored is a value as read from etcd, once untransformed.
+type stored struct {
+	plain []byte // the encoded object, decrypted
+	stale bool   // written with another key than the current write key
+}
+
+func (s *Store) getRaw(ctx context.Context, key string) (runtime.Object, int64, stored, error) {
 	resp, err := s.client.Get(ctx, key)
 	if err != nil {
-		return nil, 0, nil, etcdErr(err)
+		return nil, 0, stored{}, etcdErr(err)
 	}
 	if len(resp.Kvs) == 0 {
-		return nil, 0, nil, apierrors.NewNotFound(s.gr, nameFromKey(key))
+		return nil, 0, stored{}, apierrors.NewNotFound(s.gr, nameFromKey(key))
 	}
 	kv := resp.Kvs[0]
-	obj, err := s.codec.decode(kv.Value, s.newFunc(), kv.ModRevision)
-	return obj, kv.ModRevision, kv.Value, err
+	plain, stale, err := s.fromStorage(ctx, kv.Value, key)
+	if err != nil {
+		return nil, 0, stored{}, err
+	}
+	obj, err := s.codec.decode(plain, s.newFunc(), kv.ModRevision)
+	return obj, kv.ModRevision, stored{plain: plain, stale: stale}, err
 }
 
 // Cached returns the object at key from the watch cache, which may lag a
@@ -176,10 +195,15 @@ func (s *Store) Update(ctx context.Context, key string, fn UpdateFunc, dryRun bo
 			if err != nil {
 				return nil, false, err
 			}
-			if string(data) == string(raw) {
+			if string(data) == string(raw.plain) && !raw.stale {
 				// A no-op write keeps its resourceVersion and makes no
-				// event, as upstream does.
+				// event, as upstream does. A stale value (another key,
+				// or plaintext) is rewritten anyway: that is how
+				// re-encryption moves every object to the current key.
 				return cur, false, nil
+			}
+			if data, err = s.toStorage(ctx, data, key); err != nil {
+				return nil, false, err
 			}
 			op = clientv3.OpPut(key, string(data))
 		}
@@ -322,8 +346,11 @@ func (s *Store) listEtcd(ctx context.Context, o ListOptions, rv int64) (*ListRes
 				break
 			}
 			lastKey = string(kv.Key)
-			obj, err := s.codec.decode(kv.Value, s.newFunc(), kv.ModRevision)
+			obj, _, err := s.decodeStored(ctx, kv.Value, lastKey, kv.ModRevision)
 			if err != nil {
+				if apierrors.IsInternalError(err) {
+					return nil, err
+				}
 				return nil, apierrors.NewInternalError(err)
 			}
 			if o.Predicate.Matches(obj) {

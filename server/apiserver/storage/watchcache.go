@@ -86,7 +86,7 @@ func (c *watchCache) relist(ctx context.Context) error {
 	}
 	objects := make(map[string]runtime.Object, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		obj, err := c.s.codec.decode(kv.Value, c.s.newFunc(), kv.ModRevision)
+		obj, _, err := c.s.decodeStored(ctx, kv.Value, string(kv.Key), kv.ModRevision)
 		if err != nil {
 			logrus.WithError(err).Warnf("watch cache: skipping undecodable %s", kv.Key)
 			continue
@@ -168,7 +168,7 @@ func (c *watchCache) apply(ev *clientv3.Event) {
 	ce := cacheEvent{key: key, rv: rev}
 	var err error
 	if ev.PrevKv != nil {
-		ce.prev, err = c.s.codec.decode(ev.PrevKv.Value, c.s.newFunc(), ev.PrevKv.ModRevision)
+		ce.prev, _, err = c.s.decodeStored(c.wctx, ev.PrevKv.Value, key, ev.PrevKv.ModRevision)
 		if err != nil {
 			logrus.WithError(err).Warnf("watch cache: bad previous value of %s", key)
 		}
@@ -182,7 +182,7 @@ func (c *watchCache) apply(ev *clientv3.Event) {
 		ce.obj = ce.prev.DeepCopyObject()
 		_ = setRV(ce.obj, rev)
 	default:
-		ce.obj, err = c.s.codec.decode(ev.Kv.Value, c.s.newFunc(), rev)
+		ce.obj, _, err = c.s.decodeStored(c.wctx, ev.Kv.Value, key, rev)
 		if err != nil {
 			logrus.WithError(err).Warnf("watch cache: bad value of %s", key)
 			return
