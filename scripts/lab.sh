@@ -134,13 +134,14 @@ power_off() {
 
 # wipe_volatile forgets what a reboot forgets: the node's network
 # namespace (its links, routes, rules and pod namespaces go with it), its
-# run dir (netns pins, runc and containerd state) and its cgroups. The data
-# dir is its disk and stays.
+# run dir (netns pins, runc and containerd state), the tmpfs mounts in its
+# data dir (secret and token volumes) and its cgroups. The data dir is its
+# disk and stays.
 wipe_volatile() {
-	local node="$1" run m d
-	run="$(run_of "$node")"
-	# Pod netns pins and other mounts under the run dir, deepest first.
-	awk -v p="$run/" 'index($5, p) == 1 { print $5 }' /proc/self/mountinfo | sort -r | while read -r m; do
+	local node="$1" run data m d
+	run="$(run_of "$node")" data="$(data_of "$node")"
+	# Pod netns pins, volumes and other mounts, deepest first.
+	awk -v p="$run/" -v q="$data/" 'index($5, p) == 1 || index($5, q) == 1 { print $5 }' /proc/self/mountinfo | sort -r | while read -r m; do
 		umount -l "$m" 2>/dev/null || true
 	done
 	rm -rf "$run"
