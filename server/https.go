@@ -88,6 +88,8 @@ func startAPI(ctx context.Context, cfg Config, e *etcd.Etcd, ca *pki.CA, tokens 
 		// API's only audience.
 		ServiceAccountSigner: a.signer,
 		APIAudiences:         []string{issuer},
+		StorageGuard: &apiserver.StorageGuard{Dir: cfg.DataDir, MinFree: cfg.StorageMinFree,
+			Statfs: etcd.HostStatfs, Etcd: e.Client},
 	})
 	if err != nil {
 		return nil, err

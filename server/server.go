@@ -63,6 +63,9 @@ type Config struct {
 	// eviction rates; SchedulerBackoff the scheduler's retry delays.
 	NodeLifecycle    nodelifecycle.Config
 	SchedulerBackoff scheduler.Backoff
+	// StorageMinFree is the free space of the data dir's filesystem below
+	// which the API server refuses writes (--storage-min-free).
+	StorageMinFree apiserver.MinFree
 }
 
 // Server is a running control plane.

@@ -85,7 +85,7 @@ var benign = map[string]bool{
 	// the unix-socket client listener serves gRPC and HTTP at once
 	"Running http and grpc server on single port. This is not recommended for production.": true,
 	// a first start, before the first raft entry is applied
-	"Failed to detect schema version": true,
+	"Failed to detect schema version":  true,
 	"failed to update storage version": true,
 }
 
