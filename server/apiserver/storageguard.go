@@ -93,10 +93,19 @@ func (m MinFree) String() string {
 // Disabled is the zero MinFree, "0".
 func (m MinFree) Disabled() bool { return m.Percent == 0 && m.Bytes == 0 }
 
-// Limits are the two thresholds for a filesystem of total bytes. The hard
-// reserve is a quarter of the threshold, but never less than etcd needs to
-// go on writing (a WAL segment and database growth); the threshold stays
-// above the reserve so the exempt writes have room of their own.
+// Limits are the two thresholds for a filesystem of total bytes.
+//
+// The hard reserve is a quarter of the threshold, but never less than
+// etcd needs to go on writing: writes into the current WAL segment take
+// no free space (it is preallocated), but when it is full etcd
+// preallocates the next one, and free space drops by a whole segment at
+// once. Admitting writes only above a segment plus database growth keeps
+// every such cut possible.
+//
+// The threshold is at least a segment above the reserve: a cut caused by
+// ordinary writes just above the threshold still leaves the heartbeats
+// and deletes above the reserve, so a user filling the disk never stops
+// the nodes' heartbeats.
 func (m MinFree) Limits(total uint64) (threshold, reserve uint64) {
 	if m.Disabled() {
 		return 0, 0
@@ -109,7 +118,7 @@ func (m MinFree) Limits(total uint64) (threshold, reserve uint64) {
 		threshold = min(threshold, m.Bytes)
 	}
 	reserve = max(threshold/4, etcd.WALSegmentBytes+etcd.DatabaseReserve)
-	threshold = max(threshold, reserve+etcd.DatabaseReserve)
+	threshold = max(threshold, reserve+etcd.WALSegmentBytes)
 	return threshold, reserve
 }
 

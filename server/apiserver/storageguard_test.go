@@ -53,8 +53,9 @@ func TestLimits(t *testing.T) {
 	}{
 		// A large disk: 256 MiB is the smaller; the reserve is etcd's floor.
 		{def, 1 << 40, 256 * mib, floor},
-		// A small one: 5% would be below etcd's floor, so the floor wins.
-		{def, 300 * mib, floor + etcd.DatabaseReserve, floor},
+		// A small one: 5% would be below etcd's floor, so the floor wins,
+		// and the threshold is a WAL segment above it.
+		{def, 300 * mib, floor + etcd.WALSegmentBytes, floor},
 		// A large threshold: the reserve is a quarter of it.
 		{MinFree{Percent: 50}, 100 << 30, 50 << 30, 50 << 30 / 4},
 		{MinFree{}, 1 << 40, 0, 0},
