@@ -263,6 +263,15 @@ func TestFullDiskRefusesWritesAndRecovers(t *testing.T) {
 		t.Fatalf("/readyz on a full disk: %d %s", code, body)
 	}
 
+	// A restart on the full disk comes up and serves reads, writes still
+	// refused.
+	s.restart()
+	if _, err := cs.CoreV1().ConfigMaps("fill").Get(ctx, acked[0], metav1.GetOptions{}); err != nil {
+		t.Fatalf("get after a restart on the full disk: %v", err)
+	}
+	_, err = cs.CoreV1().ConfigMaps("fill").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "refused-after-restart"}}, metav1.CreateOptions{})
+	want507(t, "create after a restart on the full disk", err, dataDir)
+
 	// Space is freed: creates succeed again, without a restart.
 	if err := os.Remove(ballast); err != nil {
 		t.Fatal(err)
