@@ -278,7 +278,8 @@ func storesWrite(info requestInfo, sv *served) bool {
 // space: refused only below the hard reserve. A kubelet's node status and
 // Lease renewals (its node Lease, and the components' leader Leases), so
 // that a user filling the disk does not get nodes marked dead and their
-// pods evicted; deletes, since they are how space comes back.
+// pods evicted; deletes (and a namespace's finalize, which ends its
+// deletion), since they are how space comes back.
 func lastToBeRefused(info requestInfo, u *auth.User) bool {
 	switch {
 	case info.Verb == "delete" || info.Verb == "deletecollection":
@@ -289,6 +290,9 @@ func lastToBeRefused(info requestInfo, u *auth.User) bool {
 		return u != nil && strings.HasPrefix(u.Name, "system:node:")
 	case info.Group == "coordination.k8s.io" && info.Resource == "leases":
 		return info.Subresource == ""
+	case info.Group == "" && info.Resource == "namespaces" && info.Subresource == "finalize":
+		// the last step of deleting a namespace
+		return true
 	}
 	return false
 }

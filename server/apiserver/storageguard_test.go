@@ -134,6 +134,7 @@ func TestGuardRefusesWritesBelowThreshold(t *testing.T) {
 		{"node status", "PUT", "/api/v1/nodes/n1/status", nodes, node1},
 		{"node status patch", "PATCH", "/api/v1/nodes/n1/status", nodes, node1},
 		{"Lease renewal", "PUT", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1", nodes, node1},
+		{"namespace finalize", "PUT", "/api/v1/namespaces/fill/finalize", nodes, admin},
 		{"exec (stores nothing)", "POST", "/api/v1/namespaces/default/pods/p/exec", pods, admin},
 		{"a review (stores nothing)", "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", review, admin},
 	} {
