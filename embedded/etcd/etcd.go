@@ -39,8 +39,9 @@ func Start(ctx context.Context, dir string) (*Etcd, error) {
 		return nil, err
 	}
 	// etcd panics ("failed to create WAL") when it cannot preallocate a
-	// segment; a filesystem too small is told as such instead.
-	if err := CheckSpace(dir, statfs); err != nil {
+	// segment; a filesystem too small is told as such instead. (kelp
+	// server checks before it writes anything; this is for every caller.)
+	if err := CheckSpace(dir, HostStatfs); err != nil {
 		return nil, err
 	}
 	cfg := embed.NewConfig()

@@ -33,8 +33,6 @@ func HostStatfs(path string) (available, total uint64, err error) {
 	return fs.Bavail * uint64(fs.Bsize), fs.Blocks * uint64(fs.Bsize), nil
 }
 
-var statfs Statfs = HostStatfs
-
 // NeededSpace is the free space etcd needs in dir to start: a first WAL
 // segment if it has none yet, the segment it preallocates ahead, and
 // room for the database.

@@ -134,6 +134,26 @@ func TestFullDiskRefusesWritesAndRecovers(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// A kubelet on a disk under 10% free reports DiskPressure (the unit
+	// tests of nodestatus hold that), and the node lifecycle controller
+	// keeps new pods away with the disk-pressure taint.
+	n, err := node.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Status.Conditions = []corev1.NodeCondition{
+		{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()},
+		{Type: corev1.NodeDiskPressure, Status: corev1.ConditionTrue, Reason: "KubeletHasDiskPressure", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()},
+	}
+	if _, err := node.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the disk-pressure taint", func() bool {
+		n, err := cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+		return err == nil && slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
+			return t.Key == corev1.TaintNodeDiskPressure && t.Effect == corev1.TaintEffectNoSchedule
+		})
+	})
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fill"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +249,7 @@ func TestFullDiskRefusesWritesAndRecovers(t *testing.T) {
 	})
 
 	// The node's heartbeats go on.
-	n, err := node.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	n, err = node.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
