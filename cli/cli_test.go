@@ -18,6 +18,7 @@ import (
 
 	"github.com/kelp-project/kelp/agent"
 	"github.com/kelp-project/kelp/server"
+	"github.com/kelp-project/kelp/server/apiserver"
 	"github.com/kelp-project/kelp/server/controllers/nodelifecycle"
 	"github.com/kelp-project/kelp/server/scheduler"
 )
@@ -53,6 +54,7 @@ var wantServer = server.Config{
 	DefaultUnreachableTolerationSeconds: 300,
 	NodeLifecycle:                       wantNodeLifecycle,
 	SchedulerBackoff:                    scheduler.Backoff{Initial: time.Second, Max: 10 * time.Second},
+	StorageMinFree:                      apiserver.MinFree{Percent: 5, Bytes: 256 << 20},
 }
 
 // wantAgent are the agent's own flags' defaults, as every command that
@@ -353,5 +355,26 @@ func TestServerRefusesUnknownBackend(t *testing.T) {
 	}
 	if _, err := got.serverConfig(); err == nil || !strings.Contains(err.Error(), "--flannel-backend") || !strings.Contains(err.Error(), "vxlan") {
 		t.Errorf("serverConfig with --flannel-backend bogus: %v, want an error naming the flag and the known backends", err)
+	}
+}
+
+func TestStorageMinFreeFlag(t *testing.T) {
+	clearEnv(t)
+	for arg, want := range map[string]apiserver.MinFree{"10%": {Percent: 10}, "1Gi": {Bytes: 1 << 30}, "0": {}, "2%,100Mi": {Percent: 2, Bytes: 100 << 20}} {
+		var got *serverOptions
+		if _, err := run(t, serverCommand(func(_ context.Context, o *serverOptions) error { got = o; return nil }), "--storage-min-free", arg); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := got.serverConfig()
+		if err != nil || cfg.StorageMinFree != want {
+			t.Errorf("--storage-min-free %s: %+v, %v; want %+v", arg, cfg.StorageMinFree, err, want)
+		}
+	}
+	var got *serverOptions
+	if _, err := run(t, serverCommand(func(_ context.Context, o *serverOptions) error { got = o; return nil }), "--storage-min-free", "lots"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := got.serverConfig(); err == nil || !strings.Contains(err.Error(), "--storage-min-free") {
+		t.Errorf("--storage-min-free lots: %v", err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/kelp-project/kelp/netplane/nodenet"
 	"github.com/kelp-project/kelp/resident"
 	"github.com/kelp-project/kelp/server"
+	"github.com/kelp-project/kelp/server/apiserver"
 	serverjoin "github.com/kelp-project/kelp/server/join"
 )
 
@@ -25,6 +26,7 @@ import (
 type serverOptions struct {
 	debug, disableAgent bool
 	kubeconfigMode      string        // octal, into server.KubeconfigMode
+	storageMinFree      string        // --storage-min-free, into server.StorageMinFree
 	tokenFile           string        // --token-file, into server.Token
 	agentTokenFile      string        // --agent-token-file, into server.AgentToken
 	server              server.Config // NodeLifecycle and SchedulerBackoff included
@@ -67,6 +69,7 @@ func serverCommand(run func(context.Context, *serverOptions) error) *urfave.Comm
 			&urfave.Int64Flag{Name: "default-not-ready-toleration-seconds", Value: config.DefaultNotReadyTolerationSeconds, Usage: "toleration added to every pod for the not-ready:NoExecute taint", EnvVars: env("DEFAULT_NOT_READY_TOLERATION_SECONDS"), Destination: &s.DefaultNotReadyTolerationSeconds},
 			&urfave.Int64Flag{Name: "default-unreachable-toleration-seconds", Value: config.DefaultUnreachableTolerationSeconds, Usage: "toleration added to every pod for the unreachable:NoExecute taint", EnvVars: env("DEFAULT_UNREACHABLE_TOLERATION_SECONDS"), Destination: &s.DefaultUnreachableTolerationSeconds},
 			&urfave.BoolFlag{Name: "secrets-encryption", Usage: "encrypt Secrets at rest (configuration and keys in <data-dir>/server/cred; see kelp secrets-encrypt)", EnvVars: env("SECRETS_ENCRYPTION"), Destination: &s.SecretsEncryption},
+			&urfave.StringFlag{Name: "storage-min-free", Value: config.StorageMinFree, Usage: "free space of the data dir's filesystem below which writes are refused (507): a percentage, a size (256Mi), both for the smaller (5%,256Mi), or 0 for never; node heartbeats and deletes go on down to a reserve etcd keeps for itself", EnvVars: env("STORAGE_MIN_FREE"), Destination: &o.storageMinFree},
 			&urfave.DurationFlag{Name: "etcd-compaction-interval", Value: config.EtcdCompactionInterval, Usage: "how often etcd history is compacted (0 disables)", EnvVars: env("ETCD_COMPACTION_INTERVAL"), Destination: &s.CompactionInterval},
 			// kube-controller-manager's node lifecycle flags, upstream defaults.
 			&urfave.DurationFlag{Name: "node-monitor-period", Value: config.NodeMonitorPeriod, Usage: "how often node health is checked", EnvVars: env("NODE_MONITOR_PERIOD"), Destination: &nl.NodeMonitorPeriod},
@@ -92,6 +95,9 @@ func (o *serverOptions) serverConfig() (server.Config, error) {
 	}
 	cfg := o.server
 	cfg.KubeconfigMode = os.FileMode(mode)
+	if cfg.StorageMinFree, err = apiserver.ParseMinFree(o.storageMinFree); err != nil {
+		return server.Config{}, err
+	}
 	if cfg.Token, err = secretFrom(cfg.Token, o.tokenFile, "token"); err != nil {
 		return server.Config{}, err
 	}

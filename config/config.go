@@ -58,6 +58,12 @@ const (
 	VXLANPort   = 8472  // UDP: the VXLAN overlay between nodes (flannel's port)
 )
 
+// StorageMinFree is the free space of the data dir's filesystem below which
+// the API server refuses writes: 5% of it or 256 MiB, whichever is smaller
+// (kelp's own; upstream's kubelet evicts pods below 10%, which is reported
+// as DiskPressure, not enforced on the API).
+const StorageMinFree = "5%,256Mi"
+
 // Timings. Every one of them is a flag, so tests can shrink it; the values
 // are upstream's unless said otherwise.
 const (

@@ -89,9 +89,11 @@ type Options struct {
 	VXLANPort   int // udp
 }
 
-// Thresholds for the data dir's filesystem. etcd alone needs 64 MB for its
-// first WAL segment (it cannot start on less), then room for its snapshots,
-// the images and the pods' writable layers.
+// Thresholds for the data dir's filesystem. etcd alone preallocates two
+// 64 MB WAL segments at its first start (kelp server refuses to start on
+// less than 138 MiB), then needs room for its snapshots, the images and
+// the pods' writable layers; and the API server refuses writes below
+// --storage-min-free (by default 5% or 256 MiB).
 const (
 	MinFreeBytes  = 256 << 20 // below this: Missing
 	WarnFreeBytes = 2 << 30   // below this: Warn

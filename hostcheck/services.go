@@ -122,7 +122,7 @@ func (h *Host) DiskSpace(dataDir string) Result {
 		r.Status, r.Detail = Warn, err.Error()
 	case free < MinFreeBytes:
 		r.Status, r.Detail = Missing, humanBytes(free)+" free on "+dir
-		r.Hint = "etcd alone needs 64 MB to start; free space or choose another --data-dir"
+		r.Hint = "etcd alone needs 138 MiB to start (two 64 MB WAL segments and its database); free space or choose another --data-dir"
 	case free < WarnFreeBytes:
 		r.Status, r.Detail = Warn, humanBytes(free)+" free on "+dir
 		r.Hint = "images, etcd and the pods' files need more room over time"

@@ -97,6 +97,8 @@ func startAPI(ctx context.Context, cfg Config, e *etcd.Etcd, ca *pki.CA, tokens 
 		ServiceAccountSigner: a.signer,
 		APIAudiences:         []string{issuer},
 		Transformers:         transformers,
+		StorageGuard: &apiserver.StorageGuard{Dir: cfg.DataDir, MinFree: cfg.StorageMinFree,
+			Statfs: etcd.HostStatfs, Etcd: e.Client},
 	})
 	if err != nil {
 		return nil, err

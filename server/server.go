@@ -67,6 +67,9 @@ type Config struct {
 	// SecretsEncryption encrypts Secrets at rest with the configuration
 	// in <data-dir>/server/cred (k3s's --secrets-encryption).
 	SecretsEncryption bool
+	// StorageMinFree is the free space of the data dir's filesystem below
+	// which the API server refuses writes (--storage-min-free).
+	StorageMinFree apiserver.MinFree
 }
 
 // Server is a running control plane.
@@ -94,6 +97,7 @@ type Server struct {
 	waitLoops   func()
 	api         *apiServing
 	etcd        *etcd.Etcd
+	etcdFailed  <-chan error
 }
 
 // Start brings the control plane up, step by step: credentials, etcd, the
@@ -114,6 +118,11 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}()
 	serverDir := filepath.Join(cfg.DataDir, "server")
 	tlsDir := filepath.Join(serverDir, "tls")
+	// Before anything is written: a disk too small for etcd is one clear
+	// error, not a half-made data dir and a panic.
+	if err = etcd.CheckSpace(filepath.Join(serverDir, "db"), etcd.HostStatfs); err != nil {
+		return nil, err
+	}
 	var tokens tokens
 	if s.CA, tokens, err = loadCredentials(cfg, serverDir, tlsDir); err != nil {
 		return nil, err
@@ -130,6 +139,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if s.etcd, err = etcd.Start(ctx, filepath.Join(serverDir, "db")); err != nil {
 		return nil, err
 	}
+	s.etcdFailed = s.etcd.Failed()
 	logrus.Debugf("etcd ready after %s", time.Since(start))
 	if s.api, err = startAPI(ctx, cfg, s.etcd, s.CA, tokens, tlsDir, enc); err != nil {
 		return nil, err
@@ -177,8 +187,8 @@ func (s *Server) Go(name string, f func(ctx context.Context) error) {
 }
 
 // Wait serves until Start's ctx ends, then shuts down cleanly (see
-// shutdown). If the listener fails instead, it stops everything without
-// waiting for the clients and returns the error.
+// shutdown). If the listener or etcd fails instead, it stops everything
+// without waiting for the clients and returns the error.
 func (s *Server) Wait() error {
 	select {
 	case <-s.done.Done():
@@ -187,6 +197,11 @@ func (s *Server) Wait() error {
 			s.close()
 			return err
 		}
+	case err := <-s.etcdFailed:
+		// Without etcd no request can be answered; stopping with the
+		// reason beats serving 500s (an init system restarts kelp).
+		s.close()
+		return fmt.Errorf("embedded etcd stopped: %w", err)
 	}
 	logrus.Info("shutting down")
 	s.shutdown()

@@ -7,30 +7,41 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
-	"go.uber.org/zap"
 )
 
 // Etcd is a running embedded member.
 type Etcd struct {
 	server *embed.Etcd
 	// Client talks to the member in-process, with no network hop.
-	Client *clientv3.Client
+	Client     *clientv3.Client
+	closing    chan struct{} // closed by Close: from then on a stop is no failure
+	closingLog *atomic.Bool  // the logger's view of the same
+	once       sync.Once
 }
 
 // Start starts a member with its data in dir and waits until it can serve.
 func Start(ctx context.Context, dir string) (*Etcd, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	// etcd panics ("failed to create WAL") when it cannot preallocate a
+	// segment; a filesystem too small is told as such instead. (kelp
+	// server checks before it writes anything; this is for every caller.)
+	if err := CheckSpace(dir, HostStatfs); err != nil {
 		return nil, err
 	}
 	cfg := embed.NewConfig()
@@ -55,15 +66,15 @@ func Start(ctx context.Context, dir string) (*Etcd, error) {
 	cfg.ListenPeerUrls = []url.URL{peerURL}
 	cfg.AdvertisePeerUrls = []url.URL{peerURL}
 	cfg.InitialCluster = cfg.Name + "=" + peerURL.String()
-	cfg.LogLevel = "error"
+	// etcd's log goes to kelp's: warnings and errors always (a storage
+	// failure must never be silent), info in debug mode.
+	cfg.Logger = "zap"
+	cfg.LogLevel = "warn"
 	if logrus.IsLevelEnabled(logrus.DebugLevel) {
 		cfg.LogLevel = "info"
 	}
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	if logrus.IsLevelEnabled(logrus.DebugLevel) {
-		cfg.ZapLoggerBuilder = nil
-		cfg.Logger = "zap"
-	}
+	closingLog := &atomic.Bool{}
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(newLogger(logrus.StandardLogger(), closingLog))
 	// Requests are capped at 3 MiB by the API server; etcd must accept a
 	// little more than the 1.5 MiB object cap plus transaction overhead.
 	cfg.MaxRequestBytes = 2 * 1024 * 1024
@@ -75,24 +86,54 @@ func Start(ctx context.Context, dir string) (*Etcd, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start etcd: %w", err)
 	}
+	fail := func(err error) (*Etcd, error) {
+		closingLog.Store(true)
+		e.Close()
+		return nil, err
+	}
 	select {
 	case <-e.Server.ReadyNotify():
 	case err := <-e.Err():
-		e.Close()
-		return nil, fmt.Errorf("etcd failed: %w", err)
+		return fail(fmt.Errorf("etcd failed: %w", err))
 	case <-time.After(60 * time.Second):
-		e.Close()
-		return nil, fmt.Errorf("etcd did not become ready within 60s")
+		return fail(fmt.Errorf("etcd did not become ready within 60s"))
 	case <-ctx.Done():
-		e.Close()
-		return nil, ctx.Err()
+		return fail(ctx.Err())
 	}
-	return &Etcd{server: e, Client: v3client.New(e.Server)}, nil
+	return &Etcd{server: e, Client: v3client.New(e.Server), closing: make(chan struct{}), closingLog: closingLog}, nil
+}
+
+// Failed delivers an error when the member stops on its own (a fatal
+// error from its listeners, or the server stopping after a storage
+// failure), never after Close: the control plane cannot serve without it.
+func (e *Etcd) Failed() <-chan error {
+	out := make(chan error, 1)
+	go func() {
+		var err error
+		select {
+		case <-e.closing:
+			return
+		case err = <-e.server.Err():
+		case <-e.server.Server.StopNotify():
+			err = errors.New("the etcd server stopped")
+		}
+		select {
+		case <-e.closing:
+			return
+		default:
+		}
+		if err == nil {
+			err = errors.New("the etcd server stopped")
+		}
+		out <- err
+	}()
+	return out
 }
 
 // Close stops the member cleanly: pending writes are flushed and the WAL is
 // closed, so a restart on the same directory finds every object.
 func (e *Etcd) Close() {
+	e.once.Do(func() { close(e.closing); e.closingLog.Store(true) })
 	_ = e.Client.Close()
 	e.server.Close()
 }

@@ -61,3 +61,36 @@ func TestTwoMembersAtOnce(t *testing.T) {
 		t.Fatal("the two members share data")
 	}
 }
+
+// A member that stops on its own is reported; one that is closed is not.
+func TestFailedReportsAStopButNotAClose(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e, err := Start(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := e.Failed()
+	e.server.Server.HardStop() // what etcd does itself after a fatal storage error
+	select {
+	case err := <-failed:
+		if err == nil {
+			t.Fatal("nil error")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a stopped member was not reported")
+	}
+	e.Close()
+
+	e, err = Start(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed = e.Failed()
+	e.Close()
+	select {
+	case err := <-failed:
+		t.Fatalf("a closed member was reported as failed: %v", err)
+	case <-time.After(time.Second):
+	}
+}

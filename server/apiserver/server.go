@@ -1,6 +1,7 @@
 // Package apiserver is kelp's Kubernetes API server. A request passes, in
 // this order: requestinfo.go, auth/ (authentication, impersonation, then
-// authorization), negotiation.go (decoding), then for writes
+// authorization), storageguard.go (writes refused while the disk is nearly
+// full), negotiation.go (decoding), then for writes
 // write.go/delete.go: the kind's strategy (registry/: defaults,
 // preparation), admission/ (mutating), the strategy's validation
 // (validation/), admission/ (validating), and finally storage/. Watch
@@ -67,6 +68,9 @@ type Config struct {
 	// Transformers, if set, gives each resource's storage its value
 	// transformer (encryption at rest); nil stores plain protobuf.
 	Transformers func(schema.GroupResource) storage.Transformer
+	// StorageGuard refuses writes while the data dir is nearly full
+	// (storageguard.go); New runs its polling. Nil refuses none.
+	StorageGuard *StorageGuard
 }
 
 // Server serves the Kubernetes API.
@@ -174,6 +178,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			r.Default(obj)
 		}
 	})
+	if cfg.StorageGuard != nil {
+		go cfg.StorageGuard.Run(ctx)
+	}
 	s.compactor = &storage.Compactor{Client: cfg.Etcd, Interval: cfg.CompactionInterval, Stores: func() []*storage.Store { return stores }}
 	go s.compactor.Run(ctx)
 	// kube-apiserver's --authorization-mode=Node,RBAC behind its
@@ -365,6 +372,12 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 			s.writeError(w, r, apierrors.NewNotFound(sv.GroupResource(), info.Name))
 			return
 		}
+	}
+	// After authorization (a request that may not write learns that
+	// first), before decoding: a refused write costs nothing.
+	if err := s.cfg.StorageGuard.Admit(r, info, sv, auth.UserFrom(r.Context())); err != nil {
+		s.writeError(w, r, err)
+		return
 	}
 	if sv.Review {
 		if info.Verb != "create" || info.Name != "" || info.Subresource != "" {

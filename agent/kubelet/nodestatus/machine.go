@@ -21,6 +21,9 @@ type Machine interface {
 	// The kubelet fills in the runtime's and its own version.
 	SystemInfo() corev1.NodeSystemInfo
 	Hostname() string
+	// Filesystem is the space available on the node's filesystem (the
+	// kubelet's nodefs: the data dir's) and its size, in bytes.
+	Filesystem() (available, capacity uint64, err error)
 }
 
 // Host is the machine kelp runs on; DataDir's filesystem is the node's
@@ -43,6 +46,14 @@ func (h Host) Capacity() corev1.ResourceList {
 		list[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(int64(fs.Blocks)*fs.Bsize, resource.BinarySI)
 	}
 	return list
+}
+
+func (h Host) Filesystem() (available, capacity uint64, err error) {
+	var fs unix.Statfs_t
+	if err := unix.Statfs(h.DataDir, &fs); err != nil {
+		return 0, 0, err
+	}
+	return fs.Bavail * uint64(fs.Bsize), fs.Blocks * uint64(fs.Bsize), nil
 }
 
 func (Host) SystemInfo() corev1.NodeSystemInfo {

@@ -192,7 +192,7 @@ func (r *Reporter) Status(old *corev1.Node) corev1.NodeStatus {
 	}
 	conds := []corev1.NodeCondition{
 		{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientMemory", Message: "kubelet has sufficient memory available"},
-		{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", Message: "kubelet has no disk pressure"},
+		r.diskPressure(),
 		{Type: corev1.NodePIDPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientPID", Message: "kubelet has sufficient PID available"},
 		ready,
 	}
@@ -213,6 +213,26 @@ func (r *Reporter) Status(old *corev1.Node) corev1.NodeStatus {
 		st.Images = old.Status.Images
 	}
 	return st
+}
+
+// DiskPressureAvailable is upstream's hard eviction threshold for the
+// node's filesystem, nodefs.available<10%: below it the kubelet reports
+// DiskPressure, and the node lifecycle controller taints the node
+// node.kubernetes.io/disk-pressure:NoSchedule so no new pods land there.
+// (kelp's kubelet evicts nothing for it.)
+const DiskPressureAvailable = 0.10
+
+// diskPressure is the DiskPressure condition, with upstream's reasons and
+// messages. A filesystem that cannot be read is no pressure: the condition
+// says what is known.
+func (r *Reporter) diskPressure() corev1.NodeCondition {
+	avail, capacity, err := r.machine.Filesystem()
+	if err == nil && capacity > 0 && float64(avail) < DiskPressureAvailable*float64(capacity) {
+		return corev1.NodeCondition{Type: corev1.NodeDiskPressure, Status: corev1.ConditionTrue, Reason: "KubeletHasDiskPressure",
+			Message: "kubelet has disk pressure"}
+	}
+	return corev1.NodeCondition{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasNoDiskPressure",
+		Message: "kubelet has no disk pressure"}
 }
 
 // healthy is nil when the node can run pods: the runtime answers and the

@@ -33,7 +33,9 @@ func (r *fakeRuntime) Version(context.Context) (string, error) {
 	return "1.7.99", r.err
 }
 
-type fakeMachine struct{}
+// fakeMachine's filesystem has 100 GiB, of which avail (default: half) is
+// free.
+type fakeMachine struct{ avail *atomic.Uint64 }
 
 func (fakeMachine) Capacity() corev1.ResourceList {
 	return corev1.ResourceList{
@@ -50,6 +52,13 @@ func (fakeMachine) SystemInfo() corev1.NodeSystemInfo {
 }
 
 func (fakeMachine) Hostname() string { return "host-1.example" }
+
+func (m fakeMachine) Filesystem() (uint64, uint64, error) {
+	if m.avail == nil {
+		return 50 << 30, 100 << 30, nil
+	}
+	return m.avail.Load(), 100 << 30, nil
+}
 
 var testConfig = Config{NodeName: "node-1", NodeIP: "192.0.2.10",
 	Labels: map[string]string{"zone": "a"}, KubeletPort: 10250, Version: "v1.37.2"}
@@ -310,4 +319,25 @@ func lastMessage(h *logtest.Hook) string {
 		return e.Message
 	}
 	return ""
+}
+
+// DiskPressure follows the node filesystem's free space against upstream's
+// hard eviction threshold, nodefs.available<10%, both ways.
+func TestDiskPressure(t *testing.T) {
+	avail := &atomic.Uint64{}
+	avail.Store(50 << 30)
+	r := New(testConfig, fake.NewClientset(), &fakeRuntime{}, fakeMachine{avail: avail})
+	if c := condition(r.Status(nil), corev1.NodeDiskPressure); c.Status != corev1.ConditionFalse || c.Reason != "KubeletHasNoDiskPressure" {
+		t.Fatalf("50%% free: %+v", c)
+	}
+	avail.Store(9 << 30)
+	old := &corev1.Node{Status: r.Status(nil)}
+	c := condition(old.Status, corev1.NodeDiskPressure)
+	if c.Status != corev1.ConditionTrue || c.Reason != "KubeletHasDiskPressure" || c.Message != "kubelet has disk pressure" {
+		t.Fatalf("9%% free: %+v", c)
+	}
+	avail.Store(10 << 30)
+	if c := condition(r.Status(old), corev1.NodeDiskPressure); c.Status != corev1.ConditionFalse {
+		t.Fatalf("10%% free (not below the threshold): %+v", c)
+	}
 }

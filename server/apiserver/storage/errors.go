@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
+	"strings"
+	"syscall"
 
 	rpctypes "go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -49,7 +52,36 @@ func etcdErr(err error) error {
 	if errors.Is(err, rpctypes.ErrCompacted) {
 		return apierrors.NewResourceExpired("The resourceVersion for the provided list is too old.")
 	}
+	if IsNoSpace(err) {
+		return InsufficientStorage(fmt.Sprintf("etcd refused the write: %v; free disk space or delete objects (etcd's NOSPACE alarm is disarmed once there is room again)", err))
+	}
 	return apierrors.NewInternalError(fmt.Errorf("etcd: %w", err))
+}
+
+// IsNoSpace is etcd's answer once its NOSPACE alarm is raised (the backend
+// quota is exceeded: every write fails until the alarm is disarmed) or its
+// disk is full. The in-process client may hand either the client's error
+// or the gRPC status, and a disk error only as text.
+func IsNoSpace(err error) bool {
+	if errors.Is(err, rpctypes.ErrNoSpace) || errors.Is(err, rpctypes.ErrGRPCNoSpace) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, rpctypes.ErrNoSpace.Error()) || strings.Contains(msg, syscall.ENOSPC.Error())
+}
+
+// StatusReasonInsufficientStorage is the reason of a 507: apimachinery has
+// none, and upstream's apiserver answers a full etcd with a 500.
+const StatusReasonInsufficientStorage metav1.StatusReason = "InsufficientStorage"
+
+// InsufficientStorage is a 507 Status: the write was refused because the
+// storage has no room for it, and may succeed once space is freed.
+func InsufficientStorage(msg string) *apierrors.StatusError {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusFailure, Code: http.StatusInsufficientStorage,
+		Reason: StatusReasonInsufficientStorage, Message: msg,
+	}}
 }
 
 // tooLargeRV is upstream's answer to a read at a revision that does not
