@@ -1,7 +1,7 @@
 package runtime
 
 import (
-	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -128,18 +128,40 @@ func LoggerMain(args []string) error {
 	return nil
 }
 
-// copyCRI reads r line by line and writes each as
-// "<RFC3339Nano> <stream> <F|P> <content>\n".
+// copyCRI reads r and writes each line as
+// "<RFC3339Nano> <stream> <F|P> <content>\n": F for a whole line, P for
+// a part of one. A read that ends mid-line is written at once as a P line
+// rather than held for its newline: the shim keeps the pipe open until the
+// task is deleted, so a container's last output without a newline (printf,
+// cat of a file without one) would otherwise never reach the log while
+// anyone can read it. Readers join P lines with what follows, so the
+// content is the same.
 func copyCRI(w io.Writer, r io.Reader, stream string, now func() time.Time) {
-	br := bufio.NewReaderSize(r, logChunk)
+	buf := make([]byte, logChunk)
+	carry := 0 // a '\r' held back from the last read: it may begin a "\r\n"
 	for {
-		line, isPrefix, err := br.ReadLine()
-		if len(line) > 0 || (err == nil && !isPrefix) {
-			tag := "F"
-			if isPrefix {
-				tag = "P"
+		n, err := r.Read(buf[carry:])
+		chunk := buf[:carry+n]
+		carry = 0
+		for len(chunk) > 0 {
+			i := bytes.IndexByte(chunk, '\n')
+			if i < 0 {
+				if chunk[len(chunk)-1] == '\r' && err == nil {
+					chunk = chunk[:len(chunk)-1]
+					carry = 1
+				}
+				if len(chunk) > 0 {
+					_, _ = w.Write(criLine(now(), stream, "P", chunk))
+				}
+				break
 			}
-			_, _ = w.Write(criLine(now(), stream, tag, line))
+			// As bufio's ReadLine, and so containerd's CRI logger: a line
+			// ends at "\n" or "\r\n" (a terminal's end of line).
+			_, _ = w.Write(criLine(now(), stream, "F", bytes.TrimSuffix(chunk[:i], []byte("\r"))))
+			chunk = chunk[i+1:]
+		}
+		if carry == 1 {
+			buf[0] = '\r'
 		}
 		if err != nil {
 			return

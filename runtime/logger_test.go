@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,27 +32,51 @@ func TestLoggerArgsRoundTrip(t *testing.T) {
 	}
 }
 
+// chunks is a reader returning one piece per Read, as a pipe does with
+// the container's writes.
+type chunks []string
+
+func (c *chunks) Read(b []byte) (int, error) {
+	if len(*c) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(b, (*c)[0])
+	if n == len((*c)[0]) {
+		*c = (*c)[1:]
+	} else {
+		(*c)[0] = (*c)[0][n:]
+	}
+	return n, nil
+}
+
 func TestLoggerCRIFormat(t *testing.T) {
 	now := func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC) }
-	long := strings.Repeat("a", logChunk+10)
-	in := "one\n\r\n" + long + "\nlast-no-newline"
-	var out bytes.Buffer
-	copyCRI(&out, strings.NewReader(in), "stderr", now)
 	ts := "2026-01-02T03:04:05.000000006Z"
-	want := []string{
-		ts + " stderr F one",
-		ts + " stderr F ",
-		ts + " stderr P " + long[:logChunk],
-		ts + " stderr F " + long[logChunk:],
-		ts + " stderr F last-no-newline",
-	}
-	got := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
-	if len(got) != len(want) {
-		t.Fatalf("got %d lines, want %d: %q", len(got), len(want), got)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("line %d: %.80q, want %.80q", i, got[i], want[i])
+	long := strings.Repeat("a", logChunk+10)
+	for _, c := range []struct {
+		name string
+		in   chunks
+		want []string // tag and content of each CRI line
+	}{
+		{"whole lines, CRLF as LF", chunks{"one\n\r\ntwo\r\n"}, []string{"F one", "F ", "F two"}},
+		// The last output without a newline is logged at once, not when
+		// the pipe closes (the shim holds it open until the task goes).
+		{"a line in two writes, then one never ended", chunks{"ab", "c\nlast-no-newline"}, []string{"P ab", "F c", "P last-no-newline"}},
+		{"a CRLF split between writes", chunks{"x\r", "\ny"}, []string{"P x", "F ", "P y"}},
+		{"a line longer than the buffer", chunks{long + "\n"}, []string{"P " + long[:logChunk], "F " + long[logChunk:]}},
+	} {
+		var out bytes.Buffer
+		in := c.in
+		copyCRI(&out, &in, "stderr", now)
+		got := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+		if len(got) != len(c.want) {
+			t.Errorf("%s: got %d lines, want %d: %.200q", c.name, len(got), len(c.want), got)
+			continue
+		}
+		for i := range c.want {
+			if want := ts + " stderr " + c.want[i]; got[i] != want {
+				t.Errorf("%s: line %d: %.80q, want %.80q", c.name, i, got[i], want)
+			}
 		}
 	}
 }
@@ -78,5 +103,19 @@ func TestLoggerRotation(t *testing.T) {
 		if err != nil || st.Size() > 100 || st.Size()%40 != 0 {
 			t.Errorf("%s: %v %v", p, st, err)
 		}
+	}
+}
+
+// A container's last output without a newline is in its log while the
+// task is still there (the shim holds the pipe open until it is deleted),
+// so kubectl logs of a completed pod shows it.
+func TestLoggerWritesOutputWithoutNewline(t *testing.T) {
+	rt := needRuntime(t)
+	spec := newSpec(t, rt, "sh", "-c", "printf no-newline")
+	run(t, rt, spec)
+	waitState(t, rt, spec.ID, StateExited, 10*time.Second)
+	m := criLineRE.FindStringSubmatch(readLog(t, spec.LogPath, 1)[0])
+	if m == nil || m[3] != "P" || m[4] != "no-newline" {
+		t.Errorf("log line %q, want a P line with no-newline", m)
 	}
 }
