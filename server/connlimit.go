@@ -5,14 +5,18 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
+	"runtime"
 	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
+
+	"github.com/kelp-project/kelp/resident"
 )
 
 // connGuard is the API server's listener. It keeps what a connection flood
@@ -57,6 +61,7 @@ type connGuard struct {
 	// ones without a client certificate.
 	evictable list.List
 	anonByIP  map[netip.Addr]int
+	high      int // most connections open since the memory was last given back
 	log       limitLog
 }
 
@@ -101,7 +106,66 @@ func newConnGuard(inner net.Listener, cfg *tls.Config, budget, perIP int, handsh
 		ready: make(chan net.Conn), done: make(chan struct{}), anonByIP: map[netip.Addr]int{}}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	go g.acceptLoop()
+	go g.giveBackAfterFloods(trimTwice)
 	return g
+}
+
+// trimTwice is resident.Trim after a GC of its own: the closed
+// connections' bufio buffers went back into net/http's sync.Pools, which a
+// first GC only moves to their victim caches and a second one frees, some
+// 8 KiB per HTTP/1.1 connection.
+func trimTwice() (before, after int64, err error) {
+	runtime.GC()
+	return resident.Trim()
+}
+
+// ebbCheck is how often the guard looks whether a flood has gone.
+const ebbCheck = 5 * time.Second
+
+// giveBackAfterFloods returns a flood's memory to the system once it has
+// gone: a flood of idle connections grows the heap by tens of KiB per
+// connection, and Go's scavenger hands freed pages back only slowly, so
+// the RSS would stay at the flood's peak for many minutes. trim is
+// resident.Trim, the start's own: a full GC that frees the heap's free
+// pages, and the binary's pages the flood's code paths faulted back.
+func (g *connGuard) giveBackAfterFloods(trim func() (int64, int64, error)) {
+	t := time.NewTicker(ebbCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.done:
+			return
+		case <-t.C:
+		}
+		g.mu.Lock()
+		high, open := g.high, g.open
+		ebbed := floodEbbed(high, open)
+		if ebbed {
+			g.high = open
+		}
+		g.mu.Unlock()
+		if !ebbed {
+			continue
+		}
+		before, after, err := trim()
+		if err != nil {
+			logrus.WithError(err).Warn("API server: giving back memory after a connection flood")
+			continue
+		}
+		logrus.Infof("API server: connections fell from %d to %d: gave back memory, RSS %.1f MiB → %.1f MiB",
+			high, open, float64(before)/(1<<20), float64(after)/(1<<20))
+	}
+}
+
+// floodEbbDrop is how many connections must have gone for a flood to
+// count as one: fewer cost too little memory (some 50 KiB each, idle) to
+// be worth two full GCs. It is also what a flood's tail may leave unfreed.
+const floodEbbDrop = 128
+
+// floodEbbed tells, from the high-water mark of open connections and
+// their number now, whether a flood has gone: most of it closed.
+func floodEbbed(high, open int) bool {
+	return high-open >= floodEbbDrop && open <= high/2
 }
 
 func (g *connGuard) Accept() (net.Conn, error) {
@@ -173,6 +237,7 @@ func (g *connGuard) admit(c net.Conn) *guardedConn {
 	}
 	gc := &guardedConn{Conn: c, g: g, ip: ip}
 	g.open++
+	g.high = max(g.high, g.open)
 	gc.elem = g.evictable.PushBack(gc)
 	g.mu.Unlock()
 	if victim != nil {
@@ -224,6 +289,8 @@ func (g *connGuard) handshake(gc *guardedConn) {
 	if err := g.established(gc, len(tc.ConnectionState().VerifiedChains) > 0); err != nil {
 		if errors.Is(err, errOverCap) {
 			g.log.printf("API server: %d connections without a client certificate from %s: closing a new one (--max-connections-per-ip)", g.perIP, gc.ip)
+			refuse(tc, gc)
+			return
 		}
 		_ = tc.Close()
 		return
@@ -239,6 +306,27 @@ var (
 	errOverCap = errors.New("over the per-address cap of connections without a client certificate")
 	errEvicted = errors.New("evicted during its handshake")
 )
+
+// refuseLinger is how long a refused connection is drained before it is
+// closed.
+const refuseLinger = time.Second
+
+// refuse closes a connection over its address's cap so that its client
+// sees a clean end (close_notify, then EOF) rather than a reset: by the
+// time the server knows the connection is anonymous, the client has
+// finished its side of the handshake and may be sending its request, and
+// closing a socket with unread data sends RST. So it says close_notify,
+// half-closes, and reads what arrives for a moment before closing. The
+// connection still counts against the budget meanwhile.
+func refuse(tc *tls.Conn, gc *guardedConn) {
+	_ = gc.SetDeadline(time.Now().Add(refuseLinger))
+	_ = tc.CloseWrite()
+	if cw, ok := gc.Conn.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_, _ = io.Copy(io.Discard, gc.Conn)
+	_ = gc.Close()
+}
 
 // established records a finished handshake; an error means the
 // connection must be closed.

@@ -107,6 +107,23 @@ func (f *guardFixture) waitOpen(t *testing.T, n int) {
 	}
 }
 
+func (f *guardFixture) waitEvictable(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		f.g.mu.Lock()
+		got := f.g.evictable.Len()
+		f.g.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("guard has %d evictable connections, want %d", got, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func TestGuardCapsAnonymousConnectionsPerAddressButNotCertificates(t *testing.T) {
 	f := newGuardFixture(t, 0, 3, 5*time.Second)
 	for i := range 3 {
@@ -143,6 +160,9 @@ func TestGuardBudgetEvictsTheOldestIdleAnonymousConnection(t *testing.T) {
 		}
 		defer c.Close()
 		anon = append(anon, c)
+		// net/http reports it idle just after the response: wait, so
+		// that the order of becoming idle is the order of opening.
+		f.waitEvictable(t, i+1)
 	}
 	admin, err := f.get(t, f.client)
 	if err != nil {
@@ -241,6 +261,25 @@ func TestBudgetLeavesAReserve(t *testing.T) {
 	for nofile, want := range map[int]int{1024: 64, 4096: 3072, 20000: 15000, 1 << 20: 3 << 18} {
 		if got := budgetFor(nofile); got != want {
 			t.Errorf("budgetFor(%d) = %d, want %d", nofile, got, want)
+		}
+	}
+}
+
+func TestFloodEbbedWhenMostOfAFloodIsGone(t *testing.T) {
+	for _, c := range []struct {
+		high, open int
+		want       bool
+	}{
+		{20000, 0, true},
+		{20000, 9000, true},
+		{20000, 12000, false}, // most of it still open
+		{1500, 100, true},
+		{300, 0, true},
+		{100, 0, false}, // too small to be worth a full GC
+		{0, 0, false},
+	} {
+		if got := floodEbbed(c.high, c.open); got != c.want {
+			t.Errorf("floodEbbed(%d, %d) = %v, want %v", c.high, c.open, got, c.want)
 		}
 	}
 }
