@@ -149,12 +149,15 @@ func startAPI(ctx context.Context, cfg Config, e *etcd.Etcd, ca *pki.CA, tokens 
 }
 
 // configureHTTP2 sets kube-apiserver's HTTP/2 options (its
-// secure_serving.go, --http2-max-streams-per-connection 0): 100 streams
-// per connection, as clients assume, so one connection can open no more
-// than that before being closed; frames and per-stream buffers of 256 KiB,
-// enough for 99% of API objects in one frame, rather than 1 MiB; the
-// connection's buffer the streams' together. x/net's server, as upstream:
-// net/http's own HTTP2Config refuses connection windows over 4 MiB.
+// secure_serving.go with --http2-max-streams-per-connection 0): 100
+// concurrent streams per connection, what Go clients assume before the
+// server's settings arrive, which also bounds how many streams a
+// malicious client can open before the connection is closed (x/net's
+// rapid-reset defence counts against it); frames and per-stream buffers
+// of 256 KiB, enough for 99% of API objects in one frame, rather than
+// 1 MiB; the connection's buffer all its streams' together. x/net's
+// server, as upstream: net/http's own HTTP2Config refuses connection
+// windows over 4 MiB.
 func configureHTTP2(srv *http.Server, idle time.Duration) error {
 	const resourceBody99Percentile = 256 * 1024
 	h2 := &http2.Server{
