@@ -84,6 +84,26 @@ const (
 // for, as kubeadm's default.
 const BootstrapTokenTTL = 24 * time.Hour
 
+// The API server's request and connection limits: kube-apiserver's
+// max-in-flight and keep-alive defaults, and kelp's connection guard
+// (server/connlimit.go), which upstream lacks.
+const (
+	MaxRequestsInFlight         = 400
+	MaxMutatingRequestsInFlight = 200
+	// IdleConnectionTimeout closes a connection no request has used for
+	// that long, HTTP/1.1 and HTTP/2 alike (upstream's, matching
+	// http.DefaultTransport's keep-alive).
+	IdleConnectionTimeout = 90 * time.Second
+	// TLSHandshakeTimeout bounds a connection's TLS handshake, so that
+	// half-open handshakes cannot pile up.
+	TLSHandshakeTimeout = 10 * time.Second
+	// MaxConnectionsPerIP caps the connections without a client
+	// certificate from one source address: enough for a node's pods
+	// using service-account tokens behind its masquerade, little enough
+	// that one address holds tens of MB, not the process's fd limit.
+	MaxConnectionsPerIP = 1024
+)
+
 // kube-controller-manager's node lifecycle defaults
 // (nodelifecycle.DefaultConfig assembles them).
 const (

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/http2"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 
@@ -89,6 +90,9 @@ func startAPI(ctx context.Context, cfg Config, e *etcd.Etcd, ca *pki.CA, tokens 
 		PublicPort:         a.port,
 		CompactionInterval: cfg.CompactionInterval,
 
+		MaxRequestsInFlight:         cfg.MaxRequestsInFlight,
+		MaxMutatingRequestsInFlight: cfg.MaxMutatingRequestsInFlight,
+
 		DefaultNotReadyTolerationSeconds:    cfg.DefaultNotReadyTolerationSeconds,
 		DefaultUnreachableTolerationSeconds: cfg.DefaultUnreachableTolerationSeconds,
 		KubeletClientCert:                   &kubeletClient,
@@ -137,18 +141,52 @@ func startAPI(ctx context.Context, cfg Config, e *etcd.Etcd, ca *pki.CA, tokens 
 			}
 			a.api.ServeHTTP(w, r)
 		}),
-		TLSConfig: &tls.Config{
-			Certificates: []tls.Certificate{cert},
-			ClientAuth:   tls.VerifyClientCertIfGiven,
-			ClientCAs:    ca.Pool(),
-			MinVersion:   tls.VersionTLS12,
-			NextProtos:   []string{"h2", "http/1.1"},
-		},
-		ReadHeaderTimeout: 30 * time.Second,
+		// kube-apiserver's: 1 MiB of headers, 32 s to read them (just
+		// shy of its request timeout), idle connections closed after
+		// 90 s, HTTP/1.1 and HTTP/2 alike.
+		MaxHeaderBytes:    1 << 20,
+		ReadHeaderTimeout: 32 * time.Second,
+		IdleTimeout:       cfg.IdleConnectionTimeout,
 		ErrorLog:          logrusErrorLog(),
 	}
-	go func() { a.serveErr <- a.srv.ServeTLS(ln, "", "") }()
+	if err := configureHTTP2(a.srv, cfg.IdleConnectionTimeout); err != nil {
+		return nil, err
+	}
+	// The guard does the TLS handshakes, so net/http is handed
+	// connections that are already TLS (see connlimit.go).
+	tlsConfig := &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		ClientAuth:   tls.VerifyClientCertIfGiven,
+		ClientCAs:    ca.Pool(),
+		MinVersion:   tls.VersionTLS12,
+		NextProtos:   []string{"h2", "http/1.1"},
+	}
+	guard := newConnGuard(ln, tlsConfig, fdBudget(), cfg.MaxConnectionsPerIP, cfg.TLSHandshakeTimeout)
+	a.srv.ConnState = guard.connState
+	go func() { a.serveErr <- a.srv.Serve(guard) }()
 	return a, nil
+}
+
+// configureHTTP2 sets kube-apiserver's HTTP/2 options (its
+// secure_serving.go with --http2-max-streams-per-connection 0): 100
+// concurrent streams per connection, what Go clients assume before the
+// server's settings arrive, which also bounds how many streams a
+// malicious client can open before the connection is closed (x/net's
+// rapid-reset defence counts against it); frames and per-stream buffers
+// of 256 KiB, enough for 99% of API objects in one frame, rather than
+// 1 MiB; the connection's buffer all its streams' together. x/net's
+// server, as upstream: net/http's own HTTP2Config refuses connection
+// windows over 4 MiB.
+func configureHTTP2(srv *http.Server, idle time.Duration) error {
+	const resourceBody99Percentile = 256 * 1024
+	h2 := &http2.Server{
+		IdleTimeout:              idle,
+		MaxConcurrentStreams:     100,
+		MaxUploadBufferPerStream: resourceBody99Percentile,
+		MaxReadFrameSize:         resourceBody99Percentile,
+	}
+	h2.MaxUploadBufferPerConnection = h2.MaxUploadBufferPerStream * int32(h2.MaxConcurrentStreams)
+	return http2.ConfigureServer(srv, h2)
 }
 
 // newJoinHandler serves the join endpoints as the supervisor, an API client

@@ -56,6 +56,15 @@ type Config struct {
 	// use (--flannel-backend).
 	NodeNetwork        string
 	CompactionInterval time.Duration
+	// MaxRequestsInFlight and MaxMutatingRequestsInFlight are
+	// kube-apiserver's max-in-flight limits (0: none).
+	MaxRequestsInFlight         int
+	MaxMutatingRequestsInFlight int
+	// IdleConnectionTimeout, TLSHandshakeTimeout and MaxConnectionsPerIP
+	// guard the HTTPS listener (https.go, connlimit.go).
+	IdleConnectionTimeout time.Duration
+	TLSHandshakeTimeout   time.Duration
+	MaxConnectionsPerIP   int
 	// DefaultNotReadyTolerationSeconds and DefaultUnreachableTolerationSeconds
 	// are the tolerations added to every pod (upstream: 300 s).
 	DefaultNotReadyTolerationSeconds    int64
@@ -242,7 +251,8 @@ func (s *Server) close() {
 	}
 }
 
-// withDefaults fills in the node name and the advertise address.
+// withDefaults fills in the node name, the advertise address and the
+// connection timeouts.
 func withDefaults(cfg Config) (Config, error) {
 	name, err := config.NodeName(cfg.NodeName)
 	if err != nil {
@@ -251,6 +261,13 @@ func withDefaults(cfg Config) (Config, error) {
 	cfg.NodeName = name
 	if cfg.AdvertiseAddress == "" {
 		cfg.AdvertiseAddress = config.DefaultAddress(cfg.BindAddress)
+	}
+	// Connections without either timeout would stay forever.
+	if cfg.IdleConnectionTimeout <= 0 {
+		cfg.IdleConnectionTimeout = config.IdleConnectionTimeout
+	}
+	if cfg.TLSHandshakeTimeout <= 0 {
+		cfg.TLSHandshakeTimeout = config.TLSHandshakeTimeout
 	}
 	return cfg, nil
 }

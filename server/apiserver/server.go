@@ -1,7 +1,8 @@
 // Package apiserver is kelp's Kubernetes API server. A request passes, in
-// this order: requestinfo.go, auth/ (authentication, impersonation, then
-// authorization), storageguard.go (writes refused while the disk is nearly
-// full), negotiation.go (decoding), then for writes
+// this order: requestinfo.go, auth/ (authentication, impersonation),
+// maxinflight.go (429 beyond the in-flight limits), auth/ (authorization),
+// storageguard.go (writes refused while the disk is nearly full),
+// negotiation.go (decoding), then for writes
 // write.go/delete.go: the kind's strategy (registry/: defaults,
 // preparation), admission/ (mutating), the strategy's validation
 // (validation/), admission/ (validating), and finally storage/. Watch
@@ -17,6 +18,7 @@ import (
 	"reflect"
 	"runtime/debug"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -71,6 +73,11 @@ type Config struct {
 	// StorageGuard refuses writes while the data dir is nearly full
 	// (storageguard.go); New runs its polling. Nil refuses none.
 	StorageGuard *StorageGuard
+	// MaxRequestsInFlight and MaxMutatingRequestsInFlight bound the
+	// read-only and the mutating requests served at once (maxinflight.go;
+	// upstream: 400 and 200, 0 for no limit).
+	MaxRequestsInFlight         int
+	MaxMutatingRequestsInFlight int
 }
 
 // Server serves the Kubernetes API.
@@ -95,6 +102,7 @@ type Server struct {
 	fields               *apply.Manager
 	admission            *admission.Chain
 	stores               map[schema.GroupResource]*storage.Store // each stored resource once
+	inFlight             *maxInFlight
 }
 
 // served pairs a resource's declaration with its storage.
@@ -122,6 +130,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		resources:      map[schema.GroupVersionResource]*served{},
 		byGroup:        map[string][]*served{},
 		stores:         map[schema.GroupResource]*storage.Store{},
+		inFlight:       newMaxInFlight(cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight),
 	}
 	svc, err := allocator.NewServices(ctx, cfg.Etcd, cfg.ServiceCIDR, cfg.NodePortRange)
 	if err != nil {
@@ -297,6 +306,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	// Max in flight runs where upstream's does: after impersonation (a
+	// request impersonating system:masters is exempt as that user would
+	// be) and before authorization, so a refused request costs no RBAC
+	// decision either.
+	pool, ok := s.inFlight.admit(info, u)
+	if !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+		s.writeError(w, r, tooManyRequests())
+		return
+	}
+	defer release(pool)
 	if d, reason := s.authorizer.Authorize(u, info); d != auth.DecisionAllow {
 		s.writeError(w, r, auth.Forbidden(u, info, reason))
 		return
