@@ -102,6 +102,12 @@ const (
 	// using service-account tokens behind its masquerade, little enough
 	// that one address holds tens of MB, not the process's fd limit.
 	MaxConnectionsPerIP = 1024
+	// MaxConnections caps the API server's open connections below its fd
+	// budget: an idle TLS connection costs some 50 KiB, so the fd limit a
+	// service manager gives (a million under k3s's unit) bounds nothing
+	// on a box of 1 GiB; 4,096 hold about 200 MiB at worst. Connections
+	// with a client certificate are never evicted for new ones.
+	MaxConnections = 4096
 )
 
 // kube-controller-manager's node lifecycle defaults

@@ -26,9 +26,11 @@ import (
 //     (--tls-handshake-timeout), before net/http sees the connection, so
 //     half-open handshakes end and the guard knows, once the handshake is
 //     done, whether the client presented a verified certificate;
-//   - open connections never exceed a budget derived from RLIMIT_NOFILE,
-//     with a reserve left for etcd, containerd, the kubelet and the
-//     in-process clients. A connection beyond it closes the oldest
+//   - open connections never exceed a budget: --max-connections, or less
+//     if RLIMIT_NOFILE, less a reserve left for etcd, containerd, the
+//     kubelet and the in-process clients, allows fewer (memory bounds a
+//     flood on a small box, fds on a big one). A connection beyond it
+//     closes the oldest
 //     evictable one (still handshaking, or idle without a client
 //     certificate), else it is refused;
 //   - connections without a client certificate are capped per source
@@ -94,6 +96,15 @@ func fdBudget() int {
 		return 0
 	}
 	return budgetFor(int(min(rl.Cur, 1<<30)))
+}
+
+// connBudget is the lower of the fd budget and --max-connections (either
+// 0 for no limit).
+func connBudget(fd, max int) int {
+	if max > 0 && (fd == 0 || max < fd) {
+		return max
+	}
+	return fd
 }
 
 func budgetFor(nofile int) int {
@@ -230,7 +241,7 @@ func (g *connGuard) admit(c net.Conn) *guardedConn {
 			g.removeLocked(victim)
 		} else {
 			g.mu.Unlock()
-			g.log.printf("API server: %d connections open, the budget from RLIMIT_NOFILE, none of them evictable: refusing %s", g.budget, ip)
+			g.log.printf("API server: %d connections open, the budget (--max-connections or RLIMIT_NOFILE), none of them evictable: refusing %s", g.budget, ip)
 			_ = c.Close()
 			return nil
 		}
@@ -245,7 +256,7 @@ func (g *connGuard) admit(c net.Conn) *guardedConn {
 		// does not read, and this is the accept loop. Its reader in
 		// net/http then sees the error and lets it go.
 		_ = victim.Conn.Close()
-		g.log.printf("API server: %d connections open, the budget from RLIMIT_NOFILE: closed the oldest idle or handshaking one without a client certificate (from %s)", g.budget, victim.ip)
+		g.log.printf("API server: %d connections open, the budget (--max-connections or RLIMIT_NOFILE): closed the oldest idle or handshaking one without a client certificate (from %s)", g.budget, victim.ip)
 	}
 	return gc
 }

@@ -283,3 +283,13 @@ func TestFloodEbbedWhenMostOfAFloodIsGone(t *testing.T) {
 		}
 	}
 }
+
+func TestConnBudgetIsTheLowerLimit(t *testing.T) {
+	for _, c := range []struct{ fd, max, want int }{
+		{15000, 4096, 4096}, {3000, 4096, 3000}, {0, 4096, 4096}, {15000, 0, 15000}, {0, 0, 0},
+	} {
+		if got := connBudget(c.fd, c.max); got != c.want {
+			t.Errorf("connBudget(fd %d, --max-connections %d) = %d, want %d", c.fd, c.max, got, c.want)
+		}
+	}
+}

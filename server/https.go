@@ -161,7 +161,7 @@ func startAPI(ctx context.Context, cfg Config, e *etcd.Etcd, ca *pki.CA, tokens 
 		MinVersion:   tls.VersionTLS12,
 		NextProtos:   []string{"h2", "http/1.1"},
 	}
-	guard := newConnGuard(ln, tlsConfig, fdBudget(), cfg.MaxConnectionsPerIP, cfg.TLSHandshakeTimeout)
+	guard := newConnGuard(ln, tlsConfig, connBudget(fdBudget(), cfg.MaxConnections), cfg.MaxConnectionsPerIP, cfg.TLSHandshakeTimeout)
 	a.srv.ConnState = guard.connState
 	go func() { a.serveErr <- a.srv.Serve(guard) }()
 	return a, nil

@@ -65,6 +65,8 @@ type Config struct {
 	IdleConnectionTimeout time.Duration
 	TLSHandshakeTimeout   time.Duration
 	MaxConnectionsPerIP   int
+	// MaxConnections caps the open connections (0: the fd budget alone).
+	MaxConnections int
 	// DefaultNotReadyTolerationSeconds and DefaultUnreachableTolerationSeconds
 	// are the tolerations added to every pod (upstream: 300 s).
 	DefaultNotReadyTolerationSeconds    int64
