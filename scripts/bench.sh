@@ -25,6 +25,12 @@ echo "== data plane benchmarks"
 go test -count=1 -timeout 20m -run '^$' -bench . ./netplane/proxy/ ./netplane/dns/ ./netplane/overlay/ 2>&1 | tee -a "$out"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
+# The API server's own: the in-flight filter, Secrets through storage
+# plain and encrypted.
+echo "== API server benchmarks"
+go test -count=1 -timeout 10m -run '^$' -bench . ./server/apiserver/ ./server/secretsencrypt/ 2>&1 | tee -a "$out"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+
 echo
 echo "== summary (full output in $out)"
 # The benchmarks' own log lines, without the file:line prefix.
