@@ -200,6 +200,11 @@ func containerSecurity(pod *corev1.Pod, c *corev1.Container) runtime.Security {
 	if psc := pod.Spec.SecurityContext; psc != nil {
 		s.RunAsUser, s.RunAsGroup = psc.RunAsUser, psc.RunAsGroup
 		s.SupplementalGroups = psc.SupplementalGroups
+		// As CRI runtimes do: the fsGroup that owns the volumes is one of
+		// the containers' groups.
+		if psc.FSGroup != nil {
+			s.SupplementalGroups = append(append([]int64(nil), psc.SupplementalGroups...), *psc.FSGroup)
+		}
 	}
 	if sc := c.SecurityContext; sc != nil {
 		if sc.RunAsUser != nil {

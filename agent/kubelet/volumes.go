@@ -37,6 +37,8 @@ func (k *Kubelet) prepareVolume(ctx context.Context, pod *corev1.Pod, v *corev1.
 	dir := k.volumeDir(pod, v.Name)
 	switch {
 	case v.EmptyDir != nil:
+		_, statErr := os.Stat(dir)
+		fresh := os.IsNotExist(statErr)
 		if err := os.MkdirAll(dir, 0o777); err != nil {
 			return err
 		}
@@ -49,7 +51,15 @@ func (k *Kubelet) prepareVolume(ctx context.Context, pod *corev1.Pod, v *corev1.
 				return fmt.Errorf("mounting tmpfs: %w", err)
 			}
 		}
-		return os.Chmod(dir, 0o777)
+		if err := os.Chmod(dir, 0o777); err != nil {
+			return err
+		}
+		// Only when made: what containers wrote since is theirs to own,
+		// and a big emptyDir is not walked at every sync.
+		if gid, ok := fsGroupOf(pod); ok && fresh {
+			return setVolumeOwnership(dir, gid, false)
+		}
+		return nil
 	case v.HostPath != nil:
 		return prepareHostPath(v.HostPath)
 	case v.ConfigMap != nil:
@@ -57,7 +67,7 @@ func (k *Kubelet) prepareVolume(ctx context.Context, pod *corev1.Pod, v *corev1.
 		if err != nil {
 			return err
 		}
-		return writeVolumeFiles(dir, files)
+		return writeOwnedVolumeFiles(pod, dir, files)
 	case v.Secret != nil:
 		files, err := k.secretFiles(ctx, pod, v.Secret.SecretName, v.Secret.Items, v.Secret.Optional, v.Secret.DefaultMode)
 		if err != nil {
@@ -66,13 +76,13 @@ func (k *Kubelet) prepareVolume(ctx context.Context, pod *corev1.Pod, v *corev1.
 		if err := ensureTmpfs(dir); err != nil {
 			return err
 		}
-		return writeVolumeFiles(dir, files)
+		return writeOwnedVolumeFiles(pod, dir, files)
 	case v.DownwardAPI != nil:
 		files, err := k.downwardFiles(pod, v.DownwardAPI.Items, v.DownwardAPI.DefaultMode)
 		if err != nil {
 			return err
 		}
-		return writeVolumeFiles(dir, files)
+		return writeOwnedVolumeFiles(pod, dir, files)
 	case v.Projected != nil:
 		files := map[string]volumeFile{}
 		for _, src := range v.Projected.Sources {
@@ -101,7 +111,7 @@ func (k *Kubelet) prepareVolume(ctx context.Context, pod *corev1.Pod, v *corev1.
 		if err := ensureTmpfs(dir); err != nil {
 			return err
 		}
-		return writeVolumeFiles(dir, files)
+		return writeOwnedVolumeFiles(pod, dir, files)
 	}
 	return fmt.Errorf("volume type is not supported by kelp yet")
 }
@@ -235,6 +245,18 @@ func (k *Kubelet) tokenFiles(ctx context.Context, pod *corev1.Pod, src *corev1.S
 		return nil, err
 	}
 	return map[string]volumeFile{src.Path: {[]byte(tok), fileMode(nil, def)}}, nil
+}
+
+// writeOwnedVolumeFiles writes a read-only volume's files, then applies
+// the pod's fsGroup to them (after each write: new files are root's).
+func writeOwnedVolumeFiles(pod *corev1.Pod, dir string, files map[string]volumeFile) error {
+	if err := writeVolumeFiles(dir, files); err != nil {
+		return err
+	}
+	if gid, ok := fsGroupOf(pod); ok {
+		return setVolumeOwnership(dir, gid, true)
+	}
+	return nil
 }
 
 // writeVolumeFiles makes dir hold exactly files: each is written to a
