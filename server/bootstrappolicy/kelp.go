@@ -25,7 +25,7 @@ func kelpControllers() map[string]bool {
 		"endpoint-controller": true, "endpointslice-controller": true,
 		"node-controller": true, "service-controller": true,
 		"clusterrole-aggregation-controller": true,
-		"daemon-set-controller": true,
+		"daemon-set-controller":              true,
 	}
 }
 

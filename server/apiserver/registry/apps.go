@@ -82,7 +82,9 @@ func daemonSets() *Resource {
 			PrepareForCreate: func(obj runtime.Object) {
 				metav1.SetMetaDataAnnotation(&obj.(*appsv1.DaemonSet).ObjectMeta, appsv1.DeprecatedTemplateGeneration, "1")
 			},
-			PrepareForUpdate: func(obj, old runtime.Object) { carryTemplateGeneration(obj.(*appsv1.DaemonSet), old.(*appsv1.DaemonSet)) },
+			PrepareForUpdate: func(obj, old runtime.Object) {
+				carryTemplateGeneration(obj.(*appsv1.DaemonSet), old.(*appsv1.DaemonSet))
+			},
 		},
 	}
 }
