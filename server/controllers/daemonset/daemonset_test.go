@@ -497,3 +497,41 @@ func countEvents(rec *record.FakeRecorder, reason string) int {
 		}
 	}
 }
+
+// TestOnDelete: a template change replaces no pod by itself; a pod the
+// user deletes comes back on the new template.
+func TestOnDelete(t *testing.T) {
+	ds := newDS("x")
+	ds.Spec.UpdateStrategy = apps.DaemonSetUpdateStrategy{Type: apps.OnDeleteDaemonSetStrategyType}
+	e := newEnv(t, ds, node("a", nil), node("b", nil))
+	e.syncUntil(t, "two pods", func() bool { return len(e.pods(t)) == 2 })
+	oldHash := e.pods(t)[0].Labels[revisionHashLabel]
+	cur, _ := e.client.AppsV1().DaemonSets(ns).Get(e.ctx, "x", metav1.GetOptions{})
+	cur.Spec.Template.Spec.Containers[0].Image = "busybox:2"
+	cur.Generation = 2
+	cur.Annotations[apps.DeprecatedTemplateGeneration] = "2"
+	e.update(t, cur)
+	e.syncUntil(t, "revision 2 observed", func() bool {
+		got, _ := e.client.AppsV1().DaemonSets(ns).Get(e.ctx, "x", metav1.GetOptions{})
+		return len(e.revisions(t)) == 2 && got.Status.ObservedGeneration == 2 && got.Status.UpdatedNumberScheduled == 0
+	})
+	for range 5 {
+		_ = e.ctrl.sync(e.ctx, ns+"/x")
+	}
+	pods := e.pods(t)
+	if len(pods) != 2 || pods[0].Labels[revisionHashLabel] != oldHash || pods[1].Labels[revisionHashLabel] != oldHash {
+		t.Fatalf("OnDelete replaced pods by itself: %d pods", len(pods))
+	}
+	if err := e.client.CoreV1().Pods(ns).Delete(e.ctx, pods[0].Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.syncUntil(t, "the deleted pod back on the new template", func() bool {
+		n := 0
+		for _, p := range e.pods(t) {
+			if p.Labels[revisionHashLabel] != oldHash && p.Spec.Containers[0].Image == "busybox:2" && p.Labels[templateGenerationLabel] == "2" {
+				n++
+			}
+		}
+		return n == 1 && len(e.pods(t)) == 2
+	})
+}
