@@ -200,3 +200,34 @@ func TestDaemonSet(t *testing.T) {
 	s.mustKubectl("patch", "ds", "infra", "--type=merge", "-p", `{"spec":{"template":{"spec":{"nodeSelector":{"role":"edge"}}}}}`)
 	onePerNode(t, cs, "infra", "node-4")
 }
+
+// TestDaemonSetSurge: maxSurge 1 / maxUnavailable 0 over 3 nodes starts
+// the new pod beside the old one and removes the old one only once the new
+// one is Ready: never fewer than 3 Ready pods, never more than 4 live.
+func TestDaemonSetSurge(t *testing.T) {
+	s := startServer(t)
+	cs := s.client()
+	ctx := ctxT(t)
+	simkubelet.Start(t, cs, "node-1", "node-2", "node-3")
+	ds := daemonSet("surge")
+	one, zero := intstr.FromInt32(1), intstr.FromInt32(0)
+	ds.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateDaemonSet{MaxSurge: &one, MaxUnavailable: &zero}
+	if _, err := cs.AppsV1().DaemonSets("default").Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	onePerNode(t, cs, "surge", "node-1", "node-2", "node-3")
+	dsRolloutStatus(t, s, "surge")
+	b := watchPodBounds(t, cs, "default", "ds=surge")
+	s.mustKubectl("set", "image", "ds/surge", "app=busybox:1.37")
+	dsRolloutStatus(t, s, "surge")
+	most, least := b.get()
+	t.Logf("surge over 3 nodes: at most %d live pods, at least %d Ready", most, least)
+	if most != 4 || least < 3 {
+		t.Errorf("maxSurge 1/maxUnavailable 0 over 3 nodes: saw at most %d live pods (want 4) and at least %d Ready (bound 3)\n%s", most, least, b)
+	}
+	for n, ps := range onePerNode(t, cs, "surge", "node-1", "node-2", "node-3") {
+		if img := ps[0].Spec.Containers[0].Image; img != "busybox:1.37" {
+			t.Errorf("after the rollout %s runs %s", n, img)
+		}
+	}
+}

@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
@@ -139,6 +140,9 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 // ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	c.factory.Start(ctx.Done())
+	// Backoff entries of nodes and DaemonSets long gone would otherwise
+	// pile up; GC drops those idle for twice the maximum delay.
+	go wait.Until(c.failedBackoff.GC, time.Minute, ctx.Done())
 	loop := controllers.Loop{Name: "daemonset", Queue: c.queue, Synced: c.synced, Sync: c.sync}
 	loop.Run(ctx, workers)
 }

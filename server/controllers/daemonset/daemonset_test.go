@@ -535,3 +535,31 @@ func TestOnDelete(t *testing.T) {
 		return n == 1 && len(e.pods(t)) == 2
 	})
 }
+
+// TestNodeGone: an unscheduled pod for a node that no longer exists is
+// deleted (it can never be scheduled); a node that stops matching the
+// selector loses its pod; status counts it as misscheduled until then.
+func TestNodeGone(t *testing.T) {
+	ds := newDS("x")
+	ds.Spec.Template.Spec.NodeSelector = map[string]string{"role": "edge"}
+	stray := daemonPod(ds, "stray", "", "h", -1)
+	stray.Spec.Affinity = bindToNode(nil, "gone")
+	moved := daemonPod(ds, "moved", "a", "h", -1)
+	e := newEnv(t, ds, stray, moved, node("a", nil), node("b", map[string]string{"role": "edge"}))
+	st := e.ctrl.calculateStatus(ds, []*v1.Node{node("a", nil), node("b", map[string]string{"role": "edge"})},
+		map[string][]*v1.Pod{"a": {moved}}, "h", true)
+	if st.NumberMisscheduled != 1 || st.DesiredNumberScheduled != 1 || st.CurrentNumberScheduled != 0 || st.NumberUnavailable != 1 {
+		t.Errorf("status %+v", st)
+	}
+	e.syncUntil(t, "only b's pod left", func() bool {
+		pods := e.pods(t)
+		if len(pods) != 1 {
+			return false
+		}
+		n, _ := targetNode(&pods[0])
+		return n == "b"
+	})
+	if n := countEvents(e.rec, SuccessfulDeleteReason); n != 2 {
+		t.Errorf("%d SuccessfulDelete events, want 2", n)
+	}
+}
