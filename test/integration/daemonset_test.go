@@ -199,6 +199,13 @@ func TestDaemonSet(t *testing.T) {
 	s.mustKubectl("label", "node", "node-4", "role=edge")
 	s.mustKubectl("patch", "ds", "infra", "--type=merge", "-p", `{"spec":{"template":{"spec":{"nodeSelector":{"role":"edge"}}}}}`)
 	onePerNode(t, cs, "infra", "node-4")
+
+	// A cordoned node still gets daemon pods: they tolerate unschedulable.
+	s.mustKubectl("cordon", "node-1")
+	if _, err := cs.AppsV1().DaemonSets("default").Create(ctx, daemonSet("late"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	onePerNode(t, cs, "late", nodes...)
 }
 
 // TestDaemonSetSurge: maxSurge 1 / maxUnavailable 0 over 3 nodes starts
