@@ -77,7 +77,8 @@ func dsRolloutStatus(t *testing.T, s *testServer, name string) {
 
 // TestDaemonSet: with simulated nodes a DaemonSet runs one pod per node;
 // a tainted node gets one only from a DaemonSet that tolerates the taint;
-// a new node gets its pod; a failed pod is replaced; an image change rolls
+// a new node gets its pod; a failed pod is replaced; a cordoned node still
+// gets one; a node leaving the selector loses it; an image change rolls
 // node by node within maxUnavailable, and rollout history and undo work
 // through kubectl.
 func TestDaemonSet(t *testing.T) {
