@@ -12,6 +12,7 @@ import (
 	"github.com/kelp-project/kelp/netplane/dns"
 	"github.com/kelp-project/kelp/server/controllers"
 	"github.com/kelp-project/kelp/server/controllers/clusterroleaggregation"
+	"github.com/kelp-project/kelp/server/controllers/daemonset"
 	"github.com/kelp-project/kelp/server/controllers/deployment"
 	"github.com/kelp-project/kelp/server/controllers/endpoints"
 	"github.com/kelp-project/kelp/server/controllers/garbagecollector"
@@ -68,6 +69,7 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 		go ipam.Run(ctx)
 		go replicaset.New(t.Client, t.Informer, t.Recorder("replicaset-controller")).Run(ctx, 5)
 		go deployment.New(t.Client, t.Informer, t.Recorder("deployment-controller")).Run(ctx, 5)
+		go daemonset.New(t.Client, t.Informer, t.Recorder("daemonset-controller")).Run(ctx, 2)
 		go serviceaccount.New(t.Client, t.Informer).Run(ctx, 2)
 		go serviceaccount.NewRootCAPublisher(t.Client, t.Informer, ca.CertPEM).Run(ctx, 2)
 		go serviceaccount.NewTokensController(t.Client, t.Informer, signer, ca.CertPEM).Run(ctx, 2)

@@ -308,3 +308,22 @@ func TestPreemptionPolicyNeverMessage(t *testing.T) {
 		t.Fatalf("message:\n got %q\nwant %q", got, want)
 	}
 }
+
+// TestMatchFieldsNodeName: the DaemonSet controller pins its pods with a
+// required matchFields term on metadata.name and leaves binding to the
+// scheduler, so that term must select exactly the named node.
+func TestMatchFieldsNodeName(t *testing.T) {
+	env := newTestEnv(t, makeNode("n1", "4", "8Gi"), makeNode("n2", "4", "8Gi"), makeNode("n3", "4", "8Gi"))
+	for _, target := range []string{"n2", "n3", "n1"} {
+		p := makePod("ds-"+target, "100m", "")
+		p.Spec.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
+				MatchFields: []v1.NodeSelectorRequirement{{Key: "metadata.name", Operator: v1.NodeSelectorOpIn, Values: []string{target}}},
+			}}},
+		}}
+		env.createPod(p)
+		if node := env.waitBound(p.Name, 5*time.Second); node != target {
+			t.Errorf("%s bound to %s, want %s", p.Name, node, target)
+		}
+	}
+}

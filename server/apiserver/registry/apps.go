@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -78,7 +79,37 @@ func daemonSets() *Resource {
 			Validate:             validator(validation.DaemonSet),
 			ValidateUpdate:       updateValidator(validation.DaemonSetUpdate),
 			ValidateStatusUpdate: updateValidator(validation.DaemonSetStatusUpdate),
+			PrepareForCreate: func(obj runtime.Object) {
+				metav1.SetMetaDataAnnotation(&obj.(*appsv1.DaemonSet).ObjectMeta, appsv1.DeprecatedTemplateGeneration, "1")
+			},
+			PrepareForUpdate: func(obj, old runtime.Object) {
+				carryTemplateGeneration(obj.(*appsv1.DaemonSet), old.(*appsv1.DaemonSet))
+			},
 		},
+	}
+}
+
+// carryTemplateGeneration keeps upstream's spec.templateGeneration, which
+// apps/v1 carries as the deprecated.daemonset.template.generation
+// annotation: the server owns it (a client's value is ignored) and it
+// counts template changes, so the DaemonSet controller can label pods with
+// pod-template-generation. PrepareForUpdate runs before defaulting, so the
+// new template is compared defaulted, else an apply of an unchanged
+// manifest would count as a change.
+func carryTemplateGeneration(ds, old *appsv1.DaemonSet) {
+	gen, err := strconv.ParseInt(old.Annotations[appsv1.DeprecatedTemplateGeneration], 10, 64)
+	if err != nil {
+		gen = 0
+	}
+	defaulted := ds.DeepCopy()
+	defaults.DaemonSet(defaulted)
+	if !apiequality.Semantic.DeepEqual(defaulted.Spec.Template, old.Spec.Template) {
+		gen++
+	}
+	if gen > 0 {
+		metav1.SetMetaDataAnnotation(&ds.ObjectMeta, appsv1.DeprecatedTemplateGeneration, strconv.FormatInt(gen, 10))
+	} else {
+		delete(ds.Annotations, appsv1.DeprecatedTemplateGeneration)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -75,5 +76,37 @@ func TestScaleAccessors(t *testing.T) {
 		if (r.Scale != nil) != want {
 			t.Errorf("%s: has /scale = %v, want %v", r.GVR, r.Scale != nil, want)
 		}
+	}
+}
+
+// TestDaemonSetTemplateGeneration: the server owns
+// deprecated.daemonset.template.generation: 1 on create, +1 only when the
+// template changes (compared defaulted, so resending the same manifest is
+// no change), and a client's own value is ignored.
+func TestDaemonSetTemplateGeneration(t *testing.T) {
+	st := served(t, "apps", "daemonsets").Strategy
+	newDS := func(image string) *appsv1.DaemonSet {
+		return &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"a": "b"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: image}}}}}}
+	}
+	gen := func(ds *appsv1.DaemonSet) string { return ds.Annotations[appsv1.DeprecatedTemplateGeneration] }
+	old := newDS("img:1")
+	st.Default(old)
+	st.PrepareForCreate(old)
+	if gen(old) != "1" {
+		t.Fatalf("on create: %q, want 1", gen(old))
+	}
+	same := newDS("img:1")
+	same.Annotations = map[string]string{appsv1.DeprecatedTemplateGeneration: "9"}
+	st.PrepareForUpdate(same, old)
+	if gen(same) != "1" {
+		t.Errorf("unchanged (undefaulted) template, client sent 9: %q, want 1", gen(same))
+	}
+	changed := newDS("img:2")
+	st.PrepareForUpdate(changed, old)
+	if gen(changed) != "2" {
+		t.Errorf("changed template: %q, want 2", gen(changed))
 	}
 }
