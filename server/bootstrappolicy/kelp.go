@@ -25,6 +25,8 @@ func kelpControllers() map[string]bool {
 		"endpoint-controller": true, "endpointslice-controller": true,
 		"node-controller": true, "service-controller": true,
 		"clusterrole-aggregation-controller": true,
+		"disruption-controller":              true,
+		"pod-garbage-collector":              true,
 	}
 }
 
