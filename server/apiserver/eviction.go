@@ -67,15 +67,7 @@ func (s *Server) evict(w http.ResponseWriter, r *http.Request, info requestInfo,
 }
 
 func (s *Server) evictPod(ctx context.Context, sv *served, namespace, name string, ev *policyv1.Eviction, dry bool) (*metav1.Status, error) {
-	if ev.Name != name {
-		return nil, apierrors.NewBadRequest("name in URL does not match name in Eviction object")
-	}
-	if o := ev.DeleteOptions; o != nil && o.IgnoreStoreReadErrorWithClusterBreakingPotential != nil && *o.IgnoreStoreReadErrorWithClusterBreakingPotential {
-		return nil, apierrors.NewInvalid(evictionGVK.GroupKind(), name, field.ErrorList{field.Invalid(
-			field.NewPath("deleteOptions").Child("ignoreStoreReadErrorWithClusterBreakingPotential"), true,
-			"can not be set for pod eviction, try after removing the option")})
-	}
-	opts, err := evictionDeleteOptions(ev, dry)
+	opts, err := checkEviction(name, ev, dry)
 	if err != nil {
 		return nil, err
 	}
@@ -165,6 +157,21 @@ func (s *Server) evictPod(ctx context.Context, sv *served, namespace, name strin
 		return nil, err
 	}
 	return &metav1.Status{Status: metav1.StatusSuccess}, nil
+}
+
+// checkEviction is what upstream refuses before reading anything: another
+// name than the URL's (400), the unsafe-delete option (422), bad dryRun
+// values (400). It returns the delete options the eviction carries.
+func checkEviction(name string, ev *policyv1.Eviction, dry bool) (*metav1.DeleteOptions, error) {
+	if ev.Name != name {
+		return nil, apierrors.NewBadRequest("name in URL does not match name in Eviction object")
+	}
+	if o := ev.DeleteOptions; o != nil && o.IgnoreStoreReadErrorWithClusterBreakingPotential != nil && *o.IgnoreStoreReadErrorWithClusterBreakingPotential {
+		return nil, apierrors.NewInvalid(evictionGVK.GroupKind(), name, field.ErrorList{field.Invalid(
+			field.NewPath("deleteOptions").Child("ignoreStoreReadErrorWithClusterBreakingPotential"), true,
+			"can not be set for pod eviction, try after removing the option")})
+	}
+	return evictionDeleteOptions(ev, dry)
 }
 
 // evictionDeleteOptions merges the request's dryRun into the Eviction's
