@@ -41,6 +41,11 @@ import (
 // its deletionTimestamp before the budget counts it healthy again.
 const DeletionTimeout = 2 * time.Minute
 
+// StaleDisruptionTimeout is upstream's: a pod marked DisruptionTarget (by
+// pods/eviction, just before its delete) that is still not terminating
+// this long after was never deleted, and the mark is withdrawn.
+const StaleDisruptionTimeout = 2 * time.Minute
+
 // Controller is the disruption controller.
 type Controller struct {
 	client   kubernetes.Interface
@@ -55,6 +60,8 @@ type Controller struct {
 	synced    []cache.InformerSynced
 
 	queue workqueue.TypedRateLimitingInterface[string]
+	// stale holds pods whose DisruptionTarget condition may be stale.
+	stale workqueue.TypedRateLimitingInterface[string]
 	now   func() time.Time
 }
 
@@ -74,6 +81,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 		synced: []cache.InformerSynced{pdbInf.Informer().HasSynced, podInf.Informer().HasSynced,
 			rsInf.Informer().HasSynced, dInf.Informer().HasSynced, ssInf.Informer().HasSynced},
 		queue: controllers.NewQueue("disruption"),
+		stale: controllers.NewQueue("disruption_recheck_stale_pod"),
 		now:   time.Now,
 	}
 	_, _ = pdbInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -92,6 +100,8 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 // Run starts the informers and the workers until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	c.factory.Start(ctx.Done())
+	stale := controllers.Loop{Name: "disruption-stale-pods", Queue: c.stale, Synced: c.synced, Sync: c.syncStalePod}
+	go stale.Run(ctx, 1)
 	loop := controllers.Loop{Name: "disruption", Queue: c.queue, Synced: c.synced, Sync: c.sync}
 	loop.Run(ctx, workers)
 }
@@ -112,6 +122,11 @@ func (c *Controller) podChanged(obj interface{}) {
 	if !ok {
 		return
 	}
+	if stale, after := c.staleDisruption(pod); stale {
+		if key, err := cache.MetaNamespaceKeyFunc(pod); err == nil {
+			c.stale.AddAfter(key, after)
+		}
+	}
 	pdbs, err := c.pdbLister.PodDisruptionBudgets(pod.Namespace).List(labels.Everything())
 	if err != nil {
 		return
@@ -123,10 +138,11 @@ func (c *Controller) podChanged(obj interface{}) {
 	}
 }
 
-// recheck is a Delayed result: an entry of disruptedPods expires later.
+// recheck is a Delayed result: something expires later (a disruptedPods
+// entry, a DisruptionTarget mark).
 type recheck time.Duration
 
-func (r recheck) Error() string               { return "disruptedPods entries expire later" }
+func (r recheck) Error() string               { return "to be looked at again later" }
 func (r recheck) RequeueDelay() time.Duration { return time.Duration(r) }
 
 func (c *Controller) sync(ctx context.Context, key string) error {
@@ -368,4 +384,55 @@ func replicas(n *int32) int32 {
 		return 1
 	}
 	return *n
+}
+
+// staleDisruption reports whether pod carries a DisruptionTarget mark it
+// may have to lose, and how long until that is so. The kubelet's own mark
+// and a finished pod's are never stale.
+func (c *Controller) staleDisruption(pod *corev1.Pod) (bool, time.Duration) {
+	if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return false, 0
+	}
+	for _, cond := range pod.Status.Conditions {
+		if cond.Type == corev1.DisruptionTarget {
+			if cond.Status != corev1.ConditionTrue || cond.Reason == corev1.PodReasonTerminationByKubelet {
+				return false, 0
+			}
+			return true, max(StaleDisruptionTimeout-c.now().Sub(cond.LastTransitionTime.Time), 0)
+		}
+	}
+	return false, 0
+}
+
+// syncStalePod sets a stale DisruptionTarget condition to False, as
+// upstream's syncStalePodDisruption: the eviction that set it never
+// deleted the pod, so its controller must not treat it as going.
+func (c *Controller) syncStalePod(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	pod, err := c.podLister.Pods(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	stale, after := c.staleDisruption(pod)
+	if !stale {
+		return nil
+	}
+	if after > 0 {
+		return recheck(after)
+	}
+	next := pod.DeepCopy()
+	for i, cond := range next.Status.Conditions {
+		if cond.Type == corev1.DisruptionTarget {
+			next.Status.Conditions[i] = corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionFalse,
+				LastTransitionTime: metav1.NewTime(c.now())}
+		}
+	}
+	_, err = c.client.CoreV1().Pods(ns).UpdateStatus(ctx, next, metav1.UpdateOptions{})
+	return err
 }

@@ -175,3 +175,44 @@ func TestSyncWritesStatus(t *testing.T) {
 		t.Fatalf("status %+v", st)
 	}
 }
+
+// A DisruptionTarget mark on a pod that never started terminating is
+// withdrawn after StaleDisruptionTimeout, not before; the kubelet's is kept.
+func TestStaleDisruptionTarget(t *testing.T) {
+	now := time.Unix(10000, 0)
+	marked := func(name, reason string, age time.Duration) *corev1.Pod {
+		p := pod(name, true, "")
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+			Reason: reason, LastTransitionTime: metav1.NewTime(now.Add(-age))})
+		return p
+	}
+	old, fresh, kubelet := marked("old", "EvictionByEvictionAPI", 3*time.Minute), marked("fresh", "EvictionByEvictionAPI", time.Minute),
+		marked("kubelet", corev1.PodReasonTerminationByKubelet, time.Hour)
+	client := fake.NewClientset(old, fresh, kubelet)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	c := New(client, factory, record.NewFakeRecorder(10))
+	c.now = func() time.Time { return now }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	if stale, after := c.staleDisruption(fresh); !stale || after != time.Minute {
+		t.Fatalf("fresh mark: stale %v after %v", stale, after)
+	}
+	if stale, _ := c.staleDisruption(kubelet); stale {
+		t.Fatal("the kubelet's mark counted stale")
+	}
+	err := c.syncStalePod(ctx, "default/fresh")
+	if d, ok := err.(recheck); !ok || time.Duration(d) != time.Minute {
+		t.Fatalf("fresh mark: want a recheck in 1m, got %v", err)
+	}
+	if err := c.syncStalePod(ctx, "default/old"); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := client.CoreV1().Pods("default").Get(ctx, "old", metav1.GetOptions{})
+	for _, cond := range got.Status.Conditions {
+		if cond.Type == corev1.DisruptionTarget && cond.Status != corev1.ConditionFalse {
+			t.Fatalf("stale mark kept: %+v", cond)
+		}
+	}
+}
