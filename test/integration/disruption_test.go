@@ -8,10 +8,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/kubectl/pkg/util/podutils"
 
 	"github.com/kelp-project/kelp/test/simkubelet"
@@ -140,6 +142,45 @@ func TestDisruptionBudgetEvictionAndDrain(t *testing.T) {
 	}
 	if n, err := cs.CoreV1().Nodes().Get(ctx, "node-1", metav1.GetOptions{}); err != nil || n.Spec.Unschedulable {
 		t.Errorf("uncordoned node still unschedulable: %v %+v", err, n.Spec)
+	}
+
+	// edit (and so admin) may evict, as upstream's bootstrap policy; view
+	// may not. A dry run takes nothing from the budget and deletes nothing.
+	for user, role := range map[string]string{"alice": "edit", "bob": "view"} {
+		if _, err := cs.RbacV1().RoleBindings("default").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
+			Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	as := func(user string) kubernetes.Interface {
+		cfg := rest.CopyConfig(s.config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+		return kubernetes.NewForConfigOrDie(cfg)
+	}
+	_, ready = webPods(t, cs, "node-2")
+	victim := ready[0]
+	dryEvict := func(c kubernetes.Interface) error {
+		return c.PolicyV1().Evictions("default").Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: victim.Name, Namespace: "default"},
+			DeleteOptions: &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}})
+	}
+	waitBudget(t, cs, "budget back to 1 allowed after the drain", func(p *policyv1.PodDisruptionBudget) bool { return p.Status.DisruptionsAllowed == 1 })
+	var aliceErr error
+	waitWithin(t, 20*time.Second, "edit's aggregated rules to allow alice's eviction", func() bool {
+		aliceErr = dryEvict(as("alice"))
+		return !apierrors.IsForbidden(aliceErr)
+	})
+	if aliceErr != nil {
+		t.Fatalf("dry-run eviction as edit: %v", aliceErr)
+	}
+	if err := dryEvict(as("bob")); !apierrors.IsForbidden(err) {
+		t.Errorf("eviction as view: want 403, got %v", err)
+	}
+	if p, err := cs.CoreV1().Pods("default").Get(ctx, victim.Name, metav1.GetOptions{}); err != nil || p.DeletionTimestamp != nil {
+		t.Errorf("dry-run eviction deleted the pod: %v", err)
+	}
+	if pdb, _ := cs.PolicyV1().PodDisruptionBudgets("default").Get(ctx, "web", metav1.GetOptions{}); pdb.Status.DisruptionsAllowed != 1 {
+		t.Errorf("dry-run eviction took a disruption: %+v", pdb.Status)
 	}
 }
 
