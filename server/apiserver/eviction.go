@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	policyv1beta1 "k8s.io/api/policy/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,8 +49,8 @@ func (s *Server) evict(w http.ResponseWriter, r *http.Request, info requestInfo,
 		s.writeError(w, r, err)
 		return
 	}
-	ev := &policyv1.Eviction{}
-	if err := decodeBody(w, r, evictionGVK, ev); err != nil {
+	ev, err := decodeEviction(w, r)
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -64,6 +65,27 @@ func (s *Server) evict(w http.ResponseWriter, r *http.Request, info requestInfo,
 	}
 	st.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
 	s.writeObject(w, r, code, st)
+}
+
+// decodeEviction reads a policy/v1 Eviction, or a policy/v1beta1 one (the
+// same fields), as upstream accepts both; a body that is neither gets the
+// v1 decoding's 400.
+func decodeEviction(w http.ResponseWriter, r *http.Request) (*policyv1.Eviction, error) {
+	data, err := readBody(r)
+	if err != nil {
+		return nil, err
+	}
+	ev := &policyv1.Eviction{}
+	err = decodeInto(w, r, data, mediaType(r), evictionGVK, ev)
+	if err == nil {
+		return ev, nil
+	}
+	old := &policyv1beta1.Eviction{}
+	if decodeInto(w, r, data, mediaType(r), policyv1beta1.SchemeGroupVersion.WithKind("Eviction"), old) != nil {
+		return nil, err
+	}
+	return &policyv1.Eviction{TypeMeta: metav1.TypeMeta{Kind: "Eviction", APIVersion: "policy/v1"},
+		ObjectMeta: old.ObjectMeta, DeleteOptions: old.DeleteOptions}, nil
 }
 
 func (s *Server) evictPod(ctx context.Context, sv *served, namespace, name string, ev *policyv1.Eviction, dry bool) (*metav1.Status, error) {

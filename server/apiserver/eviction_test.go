@@ -112,6 +112,27 @@ func TestEvictionDeleteOptions(t *testing.T) {
 	}
 }
 
+// A policy/v1beta1 Eviction is taken as the v1 one, as upstream's
+// AcceptsGroupVersion; another kind is still a 400.
+func TestDecodeEvictionV1beta1(t *testing.T) {
+	for body, ok := range map[string]bool{
+		`{"apiVersion":"policy/v1beta1","kind":"Eviction","metadata":{"name":"p"},"deleteOptions":{"gracePeriodSeconds":3}}`: true,
+		`{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"p"},"deleteOptions":{"gracePeriodSeconds":3}}`:      true,
+		`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"}}`:                                                           false,
+	} {
+		r := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/default/pods/p/eviction", strings.NewReader(body))
+		r.Header.Set("Content-Type", mediaJSON)
+		ev, err := decodeEviction(httptest.NewRecorder(), r)
+		if !ok {
+			requireStatus(t, err, http.StatusBadRequest)
+			continue
+		}
+		if err != nil || ev.Name != "p" || *ev.DeleteOptions.GracePeriodSeconds != 3 {
+			t.Fatalf("%s: %+v %v", body, ev, err)
+		}
+	}
+}
+
 // FuzzEviction: pods/eviction bodies through decoding and the checks made
 // before any storage read; every refusal is a 400, 415 or 422 Status.
 func FuzzEviction(f *testing.F) {
@@ -123,11 +144,12 @@ func FuzzEviction(f *testing.F) {
 	f.Add([]byte(`{"apiVersion":"v1","kind":"Pod"}`), mediaJSON)
 	f.Add([]byte("metadata:\n  name: p\n"), mediaYAML)
 	f.Add([]byte(`{`), mediaJSON)
+	f.Add([]byte(`{"apiVersion":"policy/v1beta1","kind":"Eviction","metadata":{"name":"p"}}`), mediaJSON)
 	f.Fuzz(func(t *testing.T, body []byte, ct string) {
 		r := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/default/pods/p/eviction", bytes.NewReader(body))
 		r.Header.Set("Content-Type", ct)
-		ev := &policyv1.Eviction{}
-		if err := decodeInto(httptest.NewRecorder(), r, body, mediaType(r), evictionGVK, ev); err != nil {
+		ev, err := decodeEviction(httptest.NewRecorder(), r)
+		if err != nil {
 			requireStatus(t, err, http.StatusBadRequest, http.StatusUnsupportedMediaType)
 			return
 		}
