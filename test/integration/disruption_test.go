@@ -193,6 +193,13 @@ func findCondition(conds []metav1.Condition, typ string) *metav1.Condition {
 	return nil
 }
 
+func statusCode(err error) int32 {
+	if se, ok := err.(apierrors.APIStatus); ok {
+		return se.Status().Code
+	}
+	return 0
+}
+
 func asStatus(err error, into **apierrors.StatusError) bool {
 	se, ok := err.(*apierrors.StatusError)
 	*into = se
@@ -224,6 +231,44 @@ func TestEvictionBadInput(t *testing.T) {
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("missing pod: want 404, got %v", err)
 	}
+	// A running pod under a budget no controller has looked at yet: 429
+	// "still being processed"; under two budgets: upstream's 500.
+	// No controller manager runs here, so no ServiceAccount controller.
+	if _, err := cs.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := cs.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: map[string]string{"app": "p"}},
+		Spec: corev1.PodSpec{NodeName: "n", Containers: []corev1.Container{{Name: "c", Image: "busybox:1.35"}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Status.Phase = corev1.PodRunning
+	if _, err := cs.CoreV1().Pods("default").UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	one := intstr.FromInt32(1)
+	for _, name := range []string{"first", "second"} {
+		if _, err := cs.PolicyV1().PodDisruptionBudgets("default").Create(ctx, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "p"}}}},
+			metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		err = post("p", `{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"p","namespace":"default"}}`)
+		switch name {
+		case "first":
+			if !apierrors.IsTooManyRequests(err) || !strings.Contains(err.Error(), "violate the pod's disruption budget") {
+				t.Errorf("budget not yet observed: want 429, got %v", err)
+			}
+		case "second":
+			if code := statusCode(err); code != 500 || !strings.Contains(err.Error(), "more than one PodDisruptionBudget") {
+				t.Errorf("two budgets: want upstream's 500, got %d %v", code, err)
+			}
+		}
+	}
+	if _, err := cs.CoreV1().Pods("default").Get(ctx, "p", metav1.GetOptions{}); err != nil {
+		t.Errorf("a refused eviction deleted the pod: %v", err)
+	}
+
 	res, err := cs.Discovery().ServerResourcesForGroupVersion("v1")
 	if err != nil {
 		t.Fatal(err)
