@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -115,6 +116,25 @@ func TestDisruptionBudgetEvictionAndDrain(t *testing.T) {
 	waitBudget(t, cs, "budget back to 1 allowed with 3 healthy", func(p *policyv1.PodDisruptionBudget) bool {
 		return p.Status.CurrentHealthy == 3 && p.Status.DisruptionsAllowed == 1
 	})
+	// A DaemonSet's pod on node-1, which --ignore-daemonsets leaves
+	// there. OnDelete and a node selector keep a DaemonSet controller, if
+	// one runs, to this one pod.
+	dsLabels := map[string]string{"app": "node-agent"}
+	ds, err := cs.AppsV1().DaemonSets("default").Create(ctx, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "node-agent"},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: dsLabels},
+			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: dsLabels}, Spec: corev1.PodSpec{
+				NodeSelector: map[string]string{"kubernetes.io/hostname": "node-1"},
+				Containers:   []corev1.Container{{Name: "agent", Image: "busybox:1.35"}}}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	yes := true
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "node-agent-1", Labels: dsLabels,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: ds.Name, UID: ds.UID, Controller: &yes}}},
+		Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "agent", Image: "busybox:1.35"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	b := watchPodBounds(t, cs, "default", "app=container-lab")
 	out, err := s.kubectl("drain", "node-1", "--ignore-daemonsets", "--timeout=60s")
 	if err != nil {
@@ -125,6 +145,12 @@ func TestDisruptionBudgetEvictionAndDrain(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("kubectl drain output lacks %q:\n%s", want, out)
 		}
+	}
+	if !strings.Contains(out, "ignoring DaemonSet-managed Pods") {
+		t.Errorf("drain did not skip the DaemonSet's pod:\n%s", out)
+	}
+	if dsPods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=node-agent", FieldSelector: "spec.nodeName=node-1"}); err != nil || len(dsPods.Items) == 0 {
+		t.Errorf("the DaemonSet's pod left node-1: %v", err)
 	}
 	if _, least := b.get(); least < 2 {
 		t.Errorf("drain went below the budget: %d Ready at one point\n%s", least, b)
