@@ -148,19 +148,12 @@ func (s *Server) evictPod(ctx context.Context, sv *served, namespace, name strin
 		return &metav1.Status{Status: metav1.StatusFailure, Code: http.StatusInternalServerError,
 			Message: "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."}, nil
 	}
-	// An unready pod is deleted without taking a disruption when its
-	// budget's policy says so (AlwaysAllow), or when the application is
-	// healthy anyway (IfHealthyBudget, the default); the resourceVersion
-	// precondition makes sure it did not turn Ready in between.
+	// An unready pod that may go without taking a disruption is pinned to
+	// the resourceVersion judged, so it cannot have turned Ready since.
 	pinVersion := false
 	if len(pdbs) == 1 {
 		pdb := pdbs[0]
-		if !podutils.IsPodReady(pod) {
-			p := pdb.Spec.UnhealthyPodEvictionPolicy
-			if (p != nil && *p == policyv1.AlwaysAllow) || (pdb.Status.CurrentHealthy >= pdb.Status.DesiredHealthy && pdb.Status.DesiredHealthy > 0) {
-				pinVersion = true
-			}
-		}
+		pinVersion = unhealthyMayGo(pod, pdb)
 		if !pinVersion {
 			if err := s.takeDisruption(ctx, pdb, pod.Name, dry); err != nil {
 				return nil, err
@@ -194,6 +187,20 @@ func checkEviction(name string, ev *policyv1.Eviction, dry bool) (*metav1.Delete
 			"can not be set for pod eviction, try after removing the option")})
 	}
 	return evictionDeleteOptions(ev, dry)
+}
+
+// unhealthyMayGo: an unready pod counts for nobody's health, so it is
+// deleted without taking a disruption when its budget's policy says so
+// (AlwaysAllow), or while the application is healthy anyway
+// (IfHealthyBudget, the default).
+func unhealthyMayGo(pod *corev1.Pod, pdb *policyv1.PodDisruptionBudget) bool {
+	if podutils.IsPodReady(pod) {
+		return false
+	}
+	if p := pdb.Spec.UnhealthyPodEvictionPolicy; p != nil && *p == policyv1.AlwaysAllow {
+		return true
+	}
+	return pdb.Status.CurrentHealthy >= pdb.Status.DesiredHealthy && pdb.Status.DesiredHealthy > 0
 }
 
 // evictionDeleteOptions merges the request's dryRun into the Eviction's

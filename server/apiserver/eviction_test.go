@@ -98,6 +98,37 @@ func TestCanIgnorePDB(t *testing.T) {
 	}
 }
 
+// unhealthyPodEvictionPolicy: an unready pod goes freely under
+// AlwaysAllow, and under IfHealthyBudget (or none) only while the budget
+// is healthy; a Ready pod always takes a disruption.
+func TestUnhealthyMayGo(t *testing.T) {
+	ready := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+	unready := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	always, ifHealthy := policyv1.AlwaysAllow, policyv1.IfHealthyBudget
+	with := func(p *policyv1.UnhealthyPodEvictionPolicyType, current, desired int32) *policyv1.PodDisruptionBudget {
+		b := budget(0, current, desired)
+		b.Spec.UnhealthyPodEvictionPolicy = p
+		return b
+	}
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		pdb  *policyv1.PodDisruptionBudget
+		want bool
+	}{
+		{"ready pod", ready, with(&always, 1, 2), false},
+		{"AlwaysAllow, unhealthy budget", unready, with(&always, 1, 2), true},
+		{"IfHealthyBudget, healthy", unready, with(&ifHealthy, 2, 2), true},
+		{"IfHealthyBudget, unhealthy", unready, with(&ifHealthy, 1, 2), false},
+		{"no policy, healthy", unready, with(nil, 3, 2), true},
+		{"no policy, nothing desired", unready, with(nil, 0, 0), false},
+	} {
+		if got := unhealthyMayGo(tc.pod, tc.pdb); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
 func TestEvictionDeleteOptions(t *testing.T) {
 	grace := int64(-5)
 	opts, err := evictionDeleteOptions(&policyv1.Eviction{DeleteOptions: &metav1.DeleteOptions{GracePeriodSeconds: &grace}}, true)
