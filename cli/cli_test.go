@@ -20,6 +20,7 @@ import (
 	"github.com/kelp-project/kelp/server"
 	"github.com/kelp-project/kelp/server/apiserver"
 	"github.com/kelp-project/kelp/server/controllers/nodelifecycle"
+	"github.com/kelp-project/kelp/server/controllers/podgc"
 	"github.com/kelp-project/kelp/server/scheduler"
 )
 
@@ -60,6 +61,7 @@ var wantServer = server.Config{
 	DefaultUnreachableTolerationSeconds: 300,
 	NodeLifecycle:                       wantNodeLifecycle,
 	SchedulerBackoff:                    scheduler.Backoff{Initial: time.Second, Max: 10 * time.Second},
+	PodGC:                               podgc.Config{TerminatedPodThreshold: 12500, Quarantine: 40 * time.Second},
 	StorageMinFree:                      apiserver.MinFree{Percent: 5, Bytes: 256 << 20},
 }
 

@@ -40,7 +40,7 @@ func Server() *urfave.Command { return serverCommand(runServer) }
 
 func serverCommand(run func(context.Context, *serverOptions) error) *urfave.Command {
 	o := &serverOptions{agent: newAgentConfig()}
-	s, nl, sb := &o.server, &o.server.NodeLifecycle, &o.server.SchedulerBackoff
+	s, nl, sb, gc := &o.server, &o.server.NodeLifecycle, &o.server.SchedulerBackoff, &o.server.PodGC
 	return &urfave.Command{
 		Name:  "server",
 		Usage: "run the control plane (embedded etcd, API server, controllers, scheduler) and a local node agent",
@@ -85,6 +85,9 @@ func serverCommand(run func(context.Context, *serverOptions) error) *urfave.Comm
 			&urfave.Float64Flag{Name: "secondary-node-eviction-rate", Value: config.SecondaryNodeEvictionRate, Usage: "nodes per second whose pods may be evicted in a partly failing large zone", EnvVars: env("SECONDARY_NODE_EVICTION_RATE"), Destination: &nl.SecondaryNodeEvictionRate},
 			&urfave.IntFlag{Name: "large-cluster-size-threshold", Value: config.LargeClusterSizeThreshold, Usage: "zone size above which the secondary eviction rate applies", EnvVars: env("LARGE_CLUSTER_SIZE_THRESHOLD"), Destination: &nl.LargeClusterSizeThreshold},
 			&urfave.Float64Flag{Name: "unhealthy-zone-threshold", Value: config.UnhealthyZoneThreshold, Usage: "fraction of NotReady nodes at which a zone counts as partly failing", EnvVars: env("UNHEALTHY_ZONE_THRESHOLD"), Destination: &nl.UnhealthyZoneThreshold},
+			// kube-controller-manager's pod garbage collector.
+			&urfave.IntFlag{Name: "terminated-pod-gc-threshold", Value: config.TerminatedPodGCThreshold, Usage: "finished pods kept before the oldest are deleted (0: keep all)", EnvVars: env("TERMINATED_POD_GC_THRESHOLD"), Destination: &gc.TerminatedPodThreshold},
+			&urfave.DurationFlag{Name: "pod-gc-quarantine", Value: config.PodGCQuarantine, Usage: "how long a pod's Node must stay missing before its pods are deleted", EnvVars: env("POD_GC_QUARANTINE"), Destination: &gc.Quarantine},
 			// kube-scheduler's backoff, upstream defaults.
 			&urfave.DurationFlag{Name: "pod-initial-backoff", Value: config.PodInitialBackoff, Usage: "first retry delay for a pod that could not be scheduled", EnvVars: env("POD_INITIAL_BACKOFF"), Destination: &sb.Initial},
 			&urfave.DurationFlag{Name: "pod-max-backoff", Value: config.PodMaxBackoff, Usage: "longest retry delay for a pod that could not be scheduled", EnvVars: env("POD_MAX_BACKOFF"), Destination: &sb.Max},

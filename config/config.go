@@ -122,6 +122,15 @@ const (
 	UnhealthyZoneThreshold    = 0.55
 )
 
+// kube-controller-manager's pod garbage collector defaults
+// (podgc.DefaultConfig): finished pods kept, how long a pod's missing
+// Node is quarantined before a GET confirms it gone, how often it looks.
+const (
+	TerminatedPodGCThreshold = 12500
+	PodGCQuarantine          = 40 * time.Second
+	PodGCPeriod              = 20 * time.Second
+)
+
 // kube-scheduler's retry delays for a pod that could not be scheduled:
 // PodInitialBackoff, doubling per attempt up to PodMaxBackoff
 // (scheduler.DefaultBackoff).

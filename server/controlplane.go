@@ -14,12 +14,14 @@ import (
 	"github.com/kelp-project/kelp/server/controllers/clusterroleaggregation"
 	"github.com/kelp-project/kelp/server/controllers/daemonset"
 	"github.com/kelp-project/kelp/server/controllers/deployment"
+	"github.com/kelp-project/kelp/server/controllers/disruption"
 	"github.com/kelp-project/kelp/server/controllers/endpoints"
 	"github.com/kelp-project/kelp/server/controllers/garbagecollector"
 	"github.com/kelp-project/kelp/server/controllers/namespace"
 	"github.com/kelp-project/kelp/server/controllers/nodeipam"
 	"github.com/kelp-project/kelp/server/controllers/nodelifecycle"
 	"github.com/kelp-project/kelp/server/controllers/nodepassword"
+	"github.com/kelp-project/kelp/server/controllers/podgc"
 	"github.com/kelp-project/kelp/server/controllers/replicaset"
 	"github.com/kelp-project/kelp/server/controllers/serviceaccount"
 	"github.com/kelp-project/kelp/server/controllers/servicelb"
@@ -92,6 +94,8 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 		go servicelb.New(t.Client, t.Informer).Run(ctx, 1)
 		go nodepassword.New(t.Client, t.Informer).Run(ctx, 1)
 		go clusterroleaggregation.New(t.Client, t.Informer).Run(ctx, 1)
+		go disruption.New(t.Client, t.Informer, t.Recorder("disruption-controller")).Run(ctx, 2)
+		go podgc.New(t.Client, t.Informer, cfg.PodGC).Run(ctx)
 		go dns.EnsureService(ctx, t.Client, cfg.ClusterDNS)
 		return nil
 	})

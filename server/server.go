@@ -27,6 +27,7 @@ import (
 	"github.com/kelp-project/kelp/server/apiserver"
 	"github.com/kelp-project/kelp/server/bootstrappolicy"
 	"github.com/kelp-project/kelp/server/controllers/nodelifecycle"
+	"github.com/kelp-project/kelp/server/controllers/podgc"
 	"github.com/kelp-project/kelp/server/pki"
 	"github.com/kelp-project/kelp/server/scheduler"
 	"github.com/kelp-project/kelp/server/secretsencrypt"
@@ -75,6 +76,8 @@ type Config struct {
 	// eviction rates; SchedulerBackoff the scheduler's retry delays.
 	NodeLifecycle    nodelifecycle.Config
 	SchedulerBackoff scheduler.Backoff
+	// PodGC holds the pod garbage collector's threshold and quarantine.
+	PodGC podgc.Config
 	// SecretsEncryption encrypts Secrets at rest with the configuration
 	// in <data-dir>/server/cred (k3s's --secrets-encryption).
 	SecretsEncryption bool

@@ -56,6 +56,8 @@ func (s *Server) serveSubresource(w http.ResponseWriter, r *http.Request, info r
 		s.proxyToKubelet(w, r, info, sv)
 	case registry.TokenSubresource:
 		s.createToken(w, r, info)
+	case registry.EvictionSubresource:
+		s.evict(w, r, info, sv)
 	}
 }
 

@@ -26,6 +26,8 @@ func kelpControllers() map[string]bool {
 		"node-controller": true, "service-controller": true,
 		"clusterrole-aggregation-controller": true,
 		"daemon-set-controller":              true,
+		"disruption-controller":              true,
+		"pod-garbage-collector":              true,
 	}
 }
 

@@ -29,7 +29,7 @@ import (
 //     a node that could label or untaint itself could steer workloads
 //     meant for other nodes to itself;
 //   - update the status of pods bound to it, without changing their labels;
-//   - delete pods bound to it (the kubelet confirms graceful deletion);
+//   - delete and evict pods bound to it (the kubelet confirms graceful deletion);
 //   - create no pods: upstream allows mirror pods of static pods, which
 //     kelp's kubelet does not run, so every create is refused;
 //   - write only its own Lease in kube-node-lease;
@@ -70,6 +70,8 @@ func (n nodeRestriction) Validate(ctx context.Context, a *Attributes) error {
 			return admitPod(node, a)
 		case "status":
 			return admitPodStatus(node, a)
+		case "eviction":
+			return n.admitPodEviction(ctx, node, a)
 		default:
 			return forbidden(a, "unexpected pod subresource %q, only 'status' and 'eviction' are allowed", a.Subresource)
 		}
@@ -86,6 +88,34 @@ func (n nodeRestriction) Validate(ctx context.Context, a *Attributes) error {
 		if a.Subresource == "token" {
 			return n.admitTokenRequest(ctx, node, a)
 		}
+	}
+	return nil
+}
+
+// admitPodEviction is upstream's: a node evicts only pods bound to it; a
+// missing pod is left to the eviction's own 404.
+func (n nodeRestriction) admitPodEviction(ctx context.Context, node string, a *Attributes) error {
+	if a.Operation != "CREATE" {
+		return forbidden(a, "unexpected operation %s", a.Operation)
+	}
+	name := a.Name
+	if name == "" {
+		if acc, err := meta.Accessor(a.Object); err == nil {
+			name = acc.GetName()
+		}
+	}
+	if name == "" {
+		return forbidden(a, "could not determine pod from request data")
+	}
+	obj, err := n.pods.Get(ctx, a.Namespace, name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return forbidden(a, "%v", err)
+	}
+	if pod, ok := obj.(*corev1.Pod); !ok || pod.Spec.NodeName != node {
+		return forbidden(a, "node %s can only evict pods with spec.nodeName set to itself", node)
 	}
 	return nil
 }

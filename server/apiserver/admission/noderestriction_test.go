@@ -7,6 +7,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -135,6 +136,14 @@ func TestNodeRestriction(t *testing.T) {
 			wantMsg: `pods "web" is forbidden: unexpected operation "UPDATE", node "n1" can only create and delete mirror pods`},
 		{name: "bind a pod", op: "UPDATE", gvr: podsGVR, sub: "binding", namespace: "default", objName: "web", obj: pod("web", "n1", nil), old: pod("web", "", nil),
 			wantMsg: `pods "web" is forbidden: unexpected pod subresource "binding", only 'status' and 'eviction' are allowed`},
+		// Evictions of its own pods only; a missing pod is the eviction's 404.
+		{name: "evict its own pod", op: "CREATE", gvr: podsGVR, sub: "eviction", namespace: "default", objName: "web",
+			obj: &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"}}},
+		{name: "evict another node's pod", op: "CREATE", gvr: podsGVR, sub: "eviction", namespace: "default", objName: "db",
+			obj:     &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "default"}},
+			wantMsg: `pods "db" is forbidden: node n1 can only evict pods with spec.nodeName set to itself`},
+		{name: "evict a missing pod", op: "CREATE", gvr: podsGVR, sub: "eviction", namespace: "default", objName: "gone",
+			obj: &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "gone", Namespace: "default"}}},
 
 		// Leases.
 		{name: "create its own lease", op: "CREATE", gvr: leasesGVR, namespace: "kube-node-lease", objName: "n1", obj: lease("n1")},

@@ -9,12 +9,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kelp-project/kelp/server/apiserver/defaults"
 	"github.com/kelp-project/kelp/server/apiserver/validation"
 )
 
-// pods: bound to a node through pods/binding, deleted gracefully while a
+// pods: bound to a node through pods/binding, evicted through
+// pods/eviction within their disruption budgets, deleted gracefully while a
 // kubelet may be running them, and their log, exec, attach and
 // portforward are answered by that kubelet.
 func pods() *Resource {
@@ -24,6 +26,7 @@ func pods() *Resource {
 		Status: true, Fields: podFields,
 		Subresources: []Subresource{
 			{Name: "binding", Verbs: []string{"create"}, GVK: gvk("Binding"), Kind: BindingSubresource},
+			{Name: "eviction", Verbs: []string{"create"}, GVK: schema.GroupVersionKind{Group: "policy", Version: "v1", Kind: "Eviction"}, Kind: EvictionSubresource},
 			{Name: "log", Verbs: []string{"get"}, GVK: gvk("Pod"), Kind: KubeletSubresource},
 			{Name: "exec", Verbs: []string{"create", "get"}, GVK: gvk("PodExecOptions"), Kind: KubeletSubresource},
 			{Name: "attach", Verbs: []string{"create", "get"}, GVK: gvk("PodAttachOptions"), Kind: KubeletSubresource},

@@ -149,6 +149,10 @@ const (
 	// TokenRequest that mints a token for the object
 	// (serviceaccounts/token); nothing is stored.
 	TokenSubresource
+	// EvictionSubresource is a create of a policy/v1 Eviction
+	// (pods/eviction): a delete of the object that the disruption budgets
+	// covering it must allow.
+	EvictionSubresource
 )
 
 // Subresource is one subresource of a kind, as discovery lists it.
