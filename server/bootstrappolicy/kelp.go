@@ -25,6 +25,7 @@ func kelpControllers() map[string]bool {
 		"endpoint-controller": true, "endpointslice-controller": true,
 		"node-controller": true, "service-controller": true,
 		"clusterrole-aggregation-controller": true,
+		"job-controller": true, "ttl-after-finished-controller": true,
 	}
 }
 
