@@ -24,8 +24,8 @@ func kelpControllers() map[string]bool {
 		"namespace-controller": true, "generic-garbage-collector": true,
 		"endpoint-controller": true, "endpointslice-controller": true,
 		"node-controller": true, "service-controller": true,
-		"clusterrole-aggregation-controller": true,
-		"job-controller": true, "ttl-after-finished-controller": true,
+		"clusterrole-aggregation-controller": true, "job-controller": true,
+		"ttl-after-finished-controller": true,
 	}
 }
 
