@@ -168,17 +168,33 @@ func (k *Kubelet) podIP(p *corev1.Pod) string {
 	return ip
 }
 
-// syncPods reads every bound pod in one list and acts for the live nodes.
+// syncPods reads every bound pod in one list and acts for the live nodes,
+// each node's pods in its own goroutine, as separate kubelets would.
 func (k *Kubelet) syncPods(ctx context.Context, live map[string]bool) {
 	pods, err := k.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName!="})
 	if err != nil {
 		return
 	}
+	perNode := map[string][]*corev1.Pod{}
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if !live[p.Spec.NodeName] {
-			continue
+		if live[p.Spec.NodeName] {
+			perNode[p.Spec.NodeName] = append(perNode[p.Spec.NodeName], p)
 		}
+	}
+	var wg sync.WaitGroup
+	for _, list := range perNode {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k.syncNodePods(ctx, list)
+		}()
+	}
+	wg.Wait()
+}
+
+func (k *Kubelet) syncNodePods(ctx context.Context, pods []*corev1.Pod) {
+	for _, p := range pods {
 		terminal := p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 		if p.DeletionTimestamp != nil {
 			if !terminal && len(p.Finalizers) > 0 {
