@@ -293,3 +293,46 @@ func TestJobTTLAfterFinished(t *testing.T) {
 		return err == nil && len(pods.Items) == 0
 	})
 }
+
+// A running pod deleted by a user is counted once, as failed (its tracking
+// finalizer holds it until the Job counted it), and replaced; the Job
+// still completes.
+func TestJobPodDeletedCountedOnce(t *testing.T) {
+	s := startServer(t)
+	cs := s.client()
+	ctx := ctxT(t)
+	simkubelet.Start(t, cs, "node-1")
+	if _, err := cs.BatchV1().Jobs("default").Create(ctx, testJob("victim", 2, 1, 0, "3s"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var first corev1.Pod
+	waitFor(t, "the first pod Running", func() bool {
+		pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "job-name=victim"})
+		if err != nil || len(pods.Items) != 1 || pods.Items[0].Status.Phase != corev1.PodRunning {
+			return false
+		}
+		first = pods.Items[0]
+		return true
+	})
+	if err := cs.CoreV1().Pods("default").Delete(ctx, first.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The replacement waits out the 10 s backoff of one failure.
+	job := waitJob(t, cs, "victim", 90*time.Second, func(j *batchv1.Job) bool { return jobCondition(j, batchv1.JobComplete) != nil })
+	if job.Status.Failed != 1 || job.Status.Succeeded != 2 {
+		t.Errorf("failed %d succeeded %d, want 1 and 2", job.Status.Failed, job.Status.Succeeded)
+	}
+	pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "job-name=victim"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		// The backoff runs from the deletion's start, not its grace end.
+		if gap := p.CreationTimestamp.Sub(first.CreationTimestamp.Time); gap > 25*time.Second {
+			t.Errorf("pod %s created %v after the deleted one", p.Name, gap)
+		}
+	}
+	if _, err := cs.CoreV1().Pods("default").Get(ctx, first.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("deleted pod still there (finalizer kept?): %v", err)
+	}
+}

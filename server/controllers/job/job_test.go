@@ -379,6 +379,15 @@ func TestBackoffDelay(t *testing.T) {
 		t.Errorf("after a success and a later failure: %+v", r)
 	}
 
+	// A pod being deleted ended when its deletion began, not when its
+	// grace period will be over.
+	deleting := newPod(job, v1.PodRunning)
+	deleting.DeletionTimestamp = ptr.To(metav1.NewTime(now.Add(30 * time.Second)))
+	deleting.DeletionGracePeriodSeconds = ptr.To(int64(30))
+	if got := finishedAt(deleting); !got.Equal(now) {
+		t.Errorf("finishedAt of a pod being deleted: %v, want %v", got, now)
+	}
+
 	// In a sync: a fresh failure holds the replacement back.
 	f := newFixture(t, job, fail(now.Add(-time.Second)))
 	f.sync(job)

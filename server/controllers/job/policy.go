@@ -170,7 +170,7 @@ func nextBackoff(r backoffRecord, succeeded, failed []*v1.Pod) backoffRecord {
 }
 
 // finishedAt is when a pod ended: its containers' last finish, else when
-// it stopped being Ready, else its deletion, else its creation.
+// it stopped being Ready, else when its deletion began, else its creation.
 func finishedAt(p *v1.Pod) time.Time {
 	var last time.Time
 	complete := len(p.Status.ContainerStatuses) > 0
@@ -193,7 +193,13 @@ func finishedAt(p *v1.Pod) time.Time {
 		}
 	}
 	if p.DeletionTimestamp != nil {
-		return p.DeletionTimestamp.Time
+		// The deletion timestamp is when the grace period ends; the pod
+		// stopped counting as running when it began.
+		var grace int64
+		if p.DeletionGracePeriodSeconds != nil {
+			grace = *p.DeletionGracePeriodSeconds
+		}
+		return p.DeletionTimestamp.Add(-time.Duration(grace) * time.Second)
 	}
 	return p.CreationTimestamp.Time
 }
