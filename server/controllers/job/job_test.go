@@ -605,3 +605,69 @@ func TestManagedBy(t *testing.T) {
 		t.Errorf("%d actions", n)
 	}
 }
+
+// A pod whose Job is gone (or finished) loses its tracking finalizer, so it
+// can go; a running Job's pod keeps it, and so does another kind's pod.
+func TestOrphanPodFinalizer(t *testing.T) {
+	job := newJob(ptr.To(int32(1)), ptr.To(int32(1)))
+	orphan := newPod(job, v1.PodRunning)
+	f := newFixture(t, orphan) // no Job
+	if err := f.c.syncOrphanPod(context.Background(), "default/"+orphan.Name); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.actions("patch", "pods")); n != 1 {
+		t.Errorf("Job gone: %d patches, want 1", n)
+	}
+
+	kept := newPod(job, v1.PodRunning)
+	f = newFixture(t, job, kept)
+	if err := f.c.syncOrphanPod(context.Background(), "default/"+kept.Name); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.actions("patch", "pods")); n != 0 {
+		t.Errorf("running Job: %d patches, want 0", n)
+	}
+
+	finished := job.DeepCopy()
+	finished.Status.Conditions = []batch.JobCondition{{Type: batch.JobComplete, Status: v1.ConditionTrue}}
+	f = newFixture(t, finished, kept)
+	if err := f.c.syncOrphanPod(context.Background(), "default/"+kept.Name); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.actions("patch", "pods")); n != 1 {
+		t.Errorf("finished Job: %d patches, want 1", n)
+	}
+
+	foreign := newPod(job, v1.PodRunning)
+	foreign.OwnerReferences[0].Kind = "ReplicaSet"
+	foreign.OwnerReferences[0].APIVersion = "apps/v1"
+	f = newFixture(t, foreign)
+	if err := f.c.syncOrphanPod(context.Background(), "default/"+foreign.Name); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.actions("patch", "pods")); n != 0 {
+		t.Errorf("another controller's pod: %d patches, want 0", n)
+	}
+}
+
+// A matching pod without a controller is adopted with the tracking
+// finalizer (after a live check of the Job), and counted.
+func TestAdoption(t *testing.T) {
+	job := newJob(ptr.To(int32(2)), ptr.To(int32(1)))
+	stray := newPod(job, v1.PodRunning)
+	stray.OwnerReferences = nil
+	stray.Finalizers = nil
+	f := newFixture(t, job, stray)
+	f.sync(job)
+	patches := f.actions("patch", "pods")
+	if len(patches) != 1 {
+		t.Fatalf("%d patches, want 1", len(patches))
+	}
+	body := string(patches[0].(core.PatchAction).GetPatch())
+	if !strings.Contains(body, `"controller":true`) || !strings.Contains(body, batch.JobTrackingFinalizer) || !strings.Contains(body, string(stray.UID)) {
+		t.Errorf("adoption patch %s", body)
+	}
+	if st := f.lastStatus(); st.Active != 1 || len(f.createdPods()) != 0 {
+		t.Errorf("active %d created %d: the adopted pod should count", st.Active, len(f.createdPods()))
+	}
+}

@@ -2,11 +2,13 @@ package job
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	batch "k8s.io/api/batch/v1"
 	v1 "k8s.io/api/core/v1"
@@ -17,7 +19,6 @@ import (
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/kubectl/pkg/util/podutils"
-	"time"
 )
 
 // Condition reasons and messages, as upstream's.
@@ -656,7 +657,7 @@ func (c *Controller) patchOwner(ctx context.Context, job *batch.Job, p *v1.Pod, 
 	} else {
 		meta["ownerReferences"] = []map[string]interface{}{{"$patch": "delete", "uid": job.UID}}
 	}
-	data, err := jsonMarshal(map[string]interface{}{"metadata": meta})
+	data, err := json.Marshal(map[string]interface{}{"metadata": meta})
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package job
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"sync"
@@ -13,8 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 )
-
-var jsonMarshal = json.Marshal
 
 // track counts finished pods through status.uncountedTerminatedPods and
 // the pods' finalizers (see the package comment), then, once nothing is
