@@ -168,10 +168,14 @@ func (k *Kubelet) podIP(p *corev1.Pod) string {
 	return ip
 }
 
-// syncPods reads every bound pod in one list and acts for the live nodes,
-// each node's pods in its own goroutine, as separate kubelets would.
+// syncPods reads every bound pod that has not finished in one list and
+// acts for the live nodes, each node's pods in its own goroutine, as
+// separate kubelets would. Finished pods need nothing more from a kubelet
+// (the API deletes them without a grace period), and leaving them out
+// keeps the list small when a Job has left a thousand behind.
 func (k *Kubelet) syncPods(ctx context.Context, live map[string]bool) {
-	pods, err := k.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName!="})
+	pods, err := k.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{
+		FieldSelector: "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"})
 	if err != nil {
 		return
 	}
