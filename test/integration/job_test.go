@@ -336,3 +336,29 @@ func TestJobPodDeletedCountedOnce(t *testing.T) {
 		t.Errorf("deleted pod still there (finalizer kept?): %v", err)
 	}
 }
+
+// A pod failure policy's FailJob rule ends the Job at the first matching
+// exit code, with reason PodFailurePolicy, without waiting for the backoff
+// limit.
+func TestJobPodFailurePolicyFailJob(t *testing.T) {
+	s := startServer(t)
+	cs := s.client()
+	ctx := ctxT(t)
+	simkubelet.Start(t, cs, "node-1")
+	j := testJob("policy", 4, 2, 42, "0s")
+	j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+		Action:      batchv1.PodFailurePolicyActionFailJob,
+		OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{42}},
+	}}}
+	if _, err := cs.BatchV1().Jobs("default").Create(ctx, j, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	job := waitJob(t, cs, "policy", 30*time.Second, func(j *batchv1.Job) bool { return jobCondition(j, batchv1.JobFailed) != nil })
+	c := jobCondition(job, batchv1.JobFailed)
+	if c.Reason != batchv1.JobReasonPodFailurePolicy || !strings.Contains(c.Message, "exit code 42 matching FailJob rule at index 0") {
+		t.Errorf("Failed %s: %s", c.Reason, c.Message)
+	}
+	if job.Status.Active != 0 || job.Status.Failed < 1 || job.Status.Failed > 2 {
+		t.Errorf("status %+v", job.Status)
+	}
+}
