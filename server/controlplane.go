@@ -17,6 +17,7 @@ import (
 	"github.com/kelp-project/kelp/server/controllers/disruption"
 	"github.com/kelp-project/kelp/server/controllers/endpoints"
 	"github.com/kelp-project/kelp/server/controllers/garbagecollector"
+	"github.com/kelp-project/kelp/server/controllers/job"
 	"github.com/kelp-project/kelp/server/controllers/namespace"
 	"github.com/kelp-project/kelp/server/controllers/nodeipam"
 	"github.com/kelp-project/kelp/server/controllers/nodelifecycle"
@@ -25,6 +26,7 @@ import (
 	"github.com/kelp-project/kelp/server/controllers/replicaset"
 	"github.com/kelp-project/kelp/server/controllers/serviceaccount"
 	"github.com/kelp-project/kelp/server/controllers/servicelb"
+	"github.com/kelp-project/kelp/server/controllers/ttlafterfinished"
 	"github.com/kelp-project/kelp/server/pki"
 	"github.com/kelp-project/kelp/server/scheduler"
 )
@@ -72,6 +74,8 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 		go replicaset.New(t.Client, t.Informer, t.Recorder("replicaset-controller")).Run(ctx, 5)
 		go deployment.New(t.Client, t.Informer, t.Recorder("deployment-controller")).Run(ctx, 5)
 		go daemonset.New(t.Client, t.Informer, t.Recorder("daemonset-controller")).Run(ctx, 2)
+		go job.New(t.Client, t.Informer, t.Recorder("job-controller")).Run(ctx, 5)
+		go ttlafterfinished.New(t.Client, t.Informer, t.Recorder("ttl-after-finished-controller")).Run(ctx, 5)
 		go serviceaccount.New(t.Client, t.Informer).Run(ctx, 2)
 		go serviceaccount.NewRootCAPublisher(t.Client, t.Informer, ca.CertPEM).Run(ctx, 2)
 		go serviceaccount.NewTokensController(t.Client, t.Informer, signer, ca.CertPEM).Run(ctx, 2)

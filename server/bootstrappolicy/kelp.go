@@ -28,6 +28,8 @@ func kelpControllers() map[string]bool {
 		"daemon-set-controller":              true,
 		"disruption-controller":              true,
 		"pod-garbage-collector":              true,
+		"job-controller":                     true,
+		"ttl-after-finished-controller":      true,
 	}
 }
 

@@ -8,7 +8,9 @@
 //     informer's handler seeing it (p50/p99);
 //   - BenchmarkStartup: cold start (fresh data dir) and warm restart
 //     (existing data dir) to /readyz;
-//   - BenchmarkIdleRSS: VmRSS of the server 30 s after it became ready.
+//   - BenchmarkIdleRSS: VmRSS of the server 30 s after it became ready;
+//   - BenchmarkJob1000: a Job of 1,000 completions at parallelism 100 on
+//     simulated kubelets, from create to Complete.
 //
 // Plain `go test` runs only the unit tests of the statistics helpers. Run
 // the benchmarks with scripts/bench.sh (or `make bench`), or
