@@ -293,6 +293,13 @@ func (g *connGuard) handshake(gc *guardedConn) {
 	err := tc.HandshakeContext(g.ctx)
 	_ = gc.SetDeadline(time.Time{})
 	if err != nil {
+		// As net/http's own TLS server (and so kube-apiserver) answers a
+		// plain HTTP request on the TLS port: a 400 that says why.
+		var re tls.RecordHeaderError
+		if errors.As(err, &re) && re.Conn != nil && looksLikeHTTP(re.RecordHeader) {
+			_ = gc.SetWriteDeadline(time.Now().Add(time.Second))
+			_, _ = io.WriteString(gc.Conn, "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
+		}
 		_ = gc.Close()
 		logrus.Debugf("API server: TLS handshake from %s: %v", gc.RemoteAddr(), err)
 		return
@@ -311,6 +318,16 @@ func (g *connGuard) handshake(gc *guardedConn) {
 	case <-g.done:
 		_ = tc.Close()
 	}
+}
+
+// looksLikeHTTP reports whether a TLS record header is the start of a
+// plaintext HTTP request (net/http's test).
+func looksLikeHTTP(hdr [5]byte) bool {
+	switch string(hdr[:]) {
+	case "GET /", "HEAD ", "POST ", "PUT /", "OPTIO":
+		return true
+	}
+	return false
 }
 
 var (

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -292,4 +293,24 @@ func TestConnBudgetIsTheLowerLimit(t *testing.T) {
 			t.Errorf("connBudget(fd %d, --max-connections %d) = %d, want %d", c.fd, c.max, got, c.want)
 		}
 	}
+}
+
+// Plain HTTP on the TLS port gets net/http's (and kube-apiserver's) 400,
+// not a bare close.
+func TestGuardAnswersPlainHTTPWith400(t *testing.T) {
+	f := newGuardFixture(t, 0, 0, time.Second)
+	raw, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := io.WriteString(raw, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = raw.SetReadDeadline(time.Now().Add(5 * time.Second))
+	b, _ := io.ReadAll(raw)
+	if !strings.HasPrefix(string(b), "HTTP/1.0 400 Bad Request") || !strings.Contains(string(b), "Client sent an HTTP request to an HTTPS server.") {
+		t.Errorf("plain HTTP got %q", b)
+	}
+	f.waitOpen(t, 0)
 }
