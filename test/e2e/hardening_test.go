@@ -118,7 +118,9 @@ func TestNoOrphanShimsAfterKillMidRollout(t *testing.T) {
 		c.start()
 		c.waitNodeReady()
 		if out, err := c.kubectl("rollout", "status", "deployment/container-lab", "--timeout=120s"); err != nil {
-			t.Fatalf("rollout to %s after kill -9 at +%v: %v\n%s", image, delay, err, out)
+			pods, _ := c.kubectl("get", "pods", "-o", "wide")
+			yaml, _ := c.kubectl("get", "pods", "-o", "yaml")
+			t.Fatalf("rollout to %s after kill -9 at +%v: %v\n%s\n%s\n%s", image, delay, err, out, pods, yaml)
 		}
 		// Orphans are judged once older than a few seconds and looked
 		// for every 15 s (agent/kubelet): 45 s is ample.
