@@ -167,9 +167,14 @@ func (r *Runtime) StartContainer(ctx context.Context, id string) error {
 	}
 	r.tasks.RLock()
 	defer r.tasks.RUnlock()
-	task, err := c.NewTask(ctx, creator)
+	task, err := r.leftTask(ctx, c)
 	if err != nil {
-		return fmt.Errorf("create task %s: %w", id, err)
+		return err
+	}
+	if task == nil {
+		if task, err = c.NewTask(ctx, creator); err != nil {
+			return fmt.Errorf("create task %s: %w", id, err)
+		}
 	}
 	// Taken before Start: a short-lived container may have exited (and
 	// got its exit time) before Start returns.
@@ -180,6 +185,27 @@ func (r *Runtime) StartContainer(ctx context.Context, id string) error {
 	}
 	_, err = c.SetLabels(ctx, map[string]string{labelStartedAt: startedAt.Format(time.RFC3339Nano)})
 	return err
+}
+
+// leftTask is a task a previous kelp created for c and died before
+// starting (a kill -9 between create and start: containerd finished the
+// creation), which is started as it is; a stopped one is deleted, so a
+// new one can be made. nil when there is none (or it was deleted).
+func (r *Runtime) leftTask(ctx context.Context, c containerd.Container) (containerd.Task, error) {
+	task, err := c.Task(ctx, nil)
+	if errdefs.IsNotFound(err) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("task of %s: %w", c.ID(), err)
+	}
+	st, err := task.Status(ctx)
+	if err == nil && st.Status == containerd.Created {
+		return task, nil
+	}
+	if _, err := task.Delete(ctx, containerd.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+		return nil, fmt.Errorf("delete the old task of %s: %w", c.ID(), err)
+	}
+	return nil, nil
 }
 
 // StopContainer sends the stop signal (the image's STOPSIGNAL, default

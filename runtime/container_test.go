@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/containerd/cio"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -424,4 +426,38 @@ func TestContainerCreateFailureCanBeRetried(t *testing.T) {
 	if st := waitState(t, rt, spec.ID, StateExited, 10*time.Second); st.ExitCode != 0 {
 		t.Errorf("exit %d", st.ExitCode)
 	}
+}
+
+// A task a previous kelp created and died before starting (containerd
+// finished the creation after the client was gone) is started, not met
+// with "already exists" forever; a stopped one gives way to a new one.
+func TestStartContainerAdoptsALeftTask(t *testing.T) {
+	rt := needRuntime(t)
+	ctx := rt.ctx(context.Background())
+	spec := newSpec(t, rt, "sleep", "1000")
+	if err := rt.CreateContainer(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	c, err := rt.client.LoadContainer(ctx, spec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.NewTask(ctx, cio.NullIO); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := rt.ContainerStatus(ctx, spec.ID); err != nil || st.State != StateCreated {
+		t.Fatalf("a created, unstarted task: %+v %v", st, err)
+	}
+	if err := rt.StartContainer(ctx, spec.ID); err != nil {
+		t.Fatalf("starting a container whose task was left created: %v", err)
+	}
+	waitState(t, rt, spec.ID, StateRunning, 5*time.Second)
+	if err := rt.StopContainer(ctx, spec.ID, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, rt, spec.ID, StateExited, 5*time.Second)
+	if err := rt.StartContainer(ctx, spec.ID); err != nil {
+		t.Fatalf("starting a container whose task had stopped: %v", err)
+	}
+	waitState(t, rt, spec.ID, StateRunning, 5*time.Second)
 }
