@@ -78,7 +78,7 @@ type Controller struct {
 	synced     []cache.InformerSynced
 
 	queue         workqueue.TypedRateLimitingInterface[string]
-	expectations  *expectations
+	expectations  *controllers.Expectations
 	failedBackoff *flowcontrol.Backoff
 
 	now func() time.Time
@@ -101,7 +101,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 		revLister:     revInf.Lister(),
 		synced:        []cache.InformerSynced{dsInf.Informer().HasSynced, podInf.Informer().HasSynced, nodeInf.Informer().HasSynced, revInf.Informer().HasSynced},
 		queue:         controllers.NewQueue("daemonset"),
-		expectations:  newExpectations(),
+		expectations:  controllers.NewExpectations(nil),
 		failedBackoff: flowcontrol.NewBackOff(failedPodInitialBackoff, failedPodMaxBackoff),
 		now:           time.Now,
 	}
@@ -180,7 +180,7 @@ func (c *Controller) deleteDS(obj interface{}) {
 	if err != nil {
 		return
 	}
-	c.expectations.remove(key)
+	c.expectations.Remove(key)
 	c.queue.Add(key)
 }
 
@@ -239,7 +239,7 @@ func (c *Controller) addPod(obj interface{}) {
 			return
 		}
 		key, _ := cache.MetaNamespaceKeyFunc(ds)
-		c.expectations.creationObserved(key)
+		c.expectations.CreationsObserved(key, 1)
 		c.queue.Add(key)
 		return
 	}
@@ -296,7 +296,7 @@ func (c *Controller) deletePod(obj interface{}) {
 	}
 	key, _ := cache.MetaNamespaceKeyFunc(ds)
 	podKey, _ := cache.MetaNamespaceKeyFunc(pod)
-	c.expectations.deletionObserved(key, podKey)
+	c.expectations.DeletionObserved(key, podKey)
 	c.queue.Add(key)
 }
 
@@ -309,7 +309,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	cached, err := c.dsLister.DaemonSets(ns).Get(name)
 	if apierrors.IsNotFound(err) {
-		c.expectations.remove(key)
+		c.expectations.Remove(key)
 		return nil
 	}
 	if err != nil {
@@ -339,7 +339,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	hash := cur.Labels[revisionHashLabel]
 
-	if !c.expectations.satisfied(key) {
+	if !c.expectations.Satisfied(key) {
 		// Creates or deletes still on their way: report, do not act.
 		pods, err := c.podsByNode(ctx, ds, sel, false)
 		if err != nil {
@@ -357,7 +357,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err := c.manage(ctx, ds, nodes, pods, p, hash); err != nil {
 		errs = append(errs, err)
 	}
-	if len(errs) == 0 && c.expectations.satisfied(key) && ds.Spec.UpdateStrategy.Type == apps.RollingUpdateDaemonSetStrategyType {
+	if len(errs) == 0 && c.expectations.Satisfied(key) && ds.Spec.UpdateStrategy.Type == apps.RollingUpdateDaemonSetStrategyType {
 		if err := c.rollingUpdate(ctx, ds, nodes, pods, p, hash); err != nil {
 			errs = append(errs, err)
 		}
@@ -608,7 +608,7 @@ func (c *Controller) syncNodes(ctx context.Context, ds *apps.DaemonSet, del, cre
 	for i, n := range del {
 		delKeys[i] = ds.Namespace + "/" + n
 	}
-	c.expectations.expect(key, len(create), delKeys)
+	c.expectations.Expect(key, len(create), delKeys)
 
 	template := podTemplate(ds, hash)
 	ref := metav1.NewControllerRef(ds, controllerKind)
@@ -630,7 +630,7 @@ func (c *Controller) syncNodes(ctx context.Context, ds *apps.DaemonSet, del, cre
 			go func(node string) {
 				defer wg.Done()
 				if err := c.createPod(ctx, ds, template, ref, node); err != nil {
-					c.expectations.creationObserved(key)
+					c.expectations.CreationsObserved(key, 1)
 					if !apierrors.HasStatusCause(err, v1.NamespaceTerminatingCause) {
 						fail(err)
 					}
@@ -642,7 +642,7 @@ func (c *Controller) syncNodes(ctx context.Context, ds *apps.DaemonSet, del, cre
 		if len(errs) > before {
 			// The rest were never tried, so will never be observed.
 			for range len(create) - pos {
-				c.expectations.creationObserved(key)
+				c.expectations.CreationsObserved(key, 1)
 			}
 			break
 		}
@@ -658,7 +658,7 @@ func (c *Controller) syncNodes(ctx context.Context, ds *apps.DaemonSet, del, cre
 				c.recorder.Eventf(ds, v1.EventTypeNormal, SuccessfulDeleteReason, "Deleted pod: %s", name)
 				return
 			}
-			c.expectations.deletionObserved(key, podKey)
+			c.expectations.DeletionObserved(key, podKey)
 			if !apierrors.IsNotFound(err) {
 				c.recorder.Eventf(ds, v1.EventTypeWarning, FailedDeleteReason, "Error deleting: %v", err)
 				fail(err)

@@ -74,7 +74,7 @@ type Controller struct {
 	queue       workqueue.TypedRateLimitingInterface[string]
 	orphanQueue workqueue.TypedRateLimitingInterface[string]
 
-	expectations *expectations
+	expectations *controllers.Expectations
 	finalizers   *finalizerExpectations
 	backoff      *backoffStore
 
@@ -114,7 +114,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 		SyncBatchPeriod:   DefaultSyncBatchPeriod,
 		now:               time.Now,
 	}
-	c.expectations = newExpectations(func() time.Time { return c.now() })
+	c.expectations = controllers.NewExpectations(func() time.Time { return c.now() })
 	_, _ = jobInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { c.enqueue(obj, 0) },
 		UpdateFunc: c.updateJob,
@@ -245,7 +245,7 @@ func (c *Controller) addPod(obj interface{}) {
 			return
 		}
 		key, _ := cache.MetaNamespaceKeyFunc(job)
-		c.expectations.observe(key, 1, 0)
+		c.expectations.CreationsObserved(key, 1)
 		c.enqueue(job, c.SyncBatchPeriod)
 		return
 	}
@@ -315,7 +315,8 @@ func (c *Controller) deletePod(obj interface{}, final bool) {
 		return
 	}
 	key, _ := cache.MetaNamespaceKeyFunc(job)
-	c.expectations.observe(key, 0, 1)
+	podKey, _ := cache.MetaNamespaceKeyFunc(pod)
+	c.expectations.DeletionObserved(key, podKey)
 	if final || !hasTrackingFinalizer(pod) {
 		c.finalizers.observed(key, pod.UID)
 	}

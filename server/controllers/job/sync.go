@@ -66,7 +66,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	shared, err := c.jobLister.Jobs(ns).Get(name)
 	if apierrors.IsNotFound(err) {
-		c.expectations.remove(key)
+		c.expectations.Remove(key)
 		c.finalizers.remove(key)
 		c.backoff.remove(key)
 		c.written.Delete(key)
@@ -99,7 +99,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	// Read the expectations before the pods: a pod arriving in between
 	// only defers this Job's management to the next sync.
-	satisfied := c.expectations.satisfied(key)
+	satisfied := c.expectations.Satisfied(key)
 	pods, err := c.podsForJob(ctx, job)
 	if err != nil {
 		return err
@@ -406,7 +406,7 @@ func rankForRemoval(job *batch.Job, pods []*v1.Pod, n int) []*v1.Pod {
 // that start at one and double, so that a Job whose pods all fail to
 // create (quota, admission) costs a few requests, not n.
 func (c *Controller) createPods(ctx context.Context, job *batch.Job, key string, n int, indexes []int) (int, error) {
-	c.expectations.expect(key, n, 0)
+	c.expectations.Expect(key, n, nil)
 	template := job.Spec.Template.DeepCopy()
 	if isIndexed(job) {
 		addIndexEnv(template)
@@ -434,7 +434,7 @@ func (c *Controller) createPods(ctx context.Context, job *batch.Job, key string,
 					created.Add(1)
 					return
 				}
-				c.expectations.observe(key, 1, 0) // never to be seen
+				c.expectations.CreationsObserved(key, 1) // never to be seen
 				if apierrors.HasStatusCause(err, v1.NamespaceTerminatingCause) {
 					return
 				}
@@ -447,7 +447,7 @@ func (c *Controller) createPods(ctx context.Context, job *batch.Job, key string,
 		next += batchSize
 		if len(errs) > failedBefore {
 			// Skip the rest; the next sync tries again.
-			c.expectations.observe(key, n-next, 0)
+			c.expectations.CreationsObserved(key, n-next)
 			break
 		}
 	}
@@ -533,7 +533,11 @@ func (c *Controller) deletePods(ctx context.Context, job *batch.Job, key string,
 		return 0, 0, nil
 	}
 	if dropFinalizer {
-		c.expectations.expect(key, 0, len(pods))
+		keys := make([]string, len(pods))
+		for i, p := range pods {
+			keys[i], _ = cache.MetaNamespaceKeyFunc(p)
+		}
+		c.expectations.Expect(key, 0, keys)
 	}
 	var ok, okReady atomic.Int32
 	var mu sync.Mutex
@@ -545,7 +549,7 @@ func (c *Controller) deletePods(ctx context.Context, job *batch.Job, key string,
 			defer wg.Done()
 			fail := func(err error) {
 				if dropFinalizer {
-					c.expectations.observe(key, 0, 1)
+					c.expectations.DeletionObserved(key, podKey(p))
 				}
 				if apierrors.IsNotFound(err) {
 					return
@@ -569,7 +573,7 @@ func (c *Controller) deletePods(ctx context.Context, job *batch.Job, key string,
 			if err == nil {
 				c.recorder.Eventf(job, v1.EventTypeNormal, "SuccessfulDelete", "Deleted pod: %v", p.Name)
 			} else if dropFinalizer {
-				c.expectations.observe(key, 0, 1)
+				c.expectations.DeletionObserved(key, podKey(p))
 			}
 			ok.Add(1)
 			if podutils.IsPodReady(p) {
@@ -683,4 +687,10 @@ func hasString(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// podKey is p's key in the pod informer, as the expectations name pods.
+func podKey(p *v1.Pod) string {
+	k, _ := cache.MetaNamespaceKeyFunc(p)
+	return k
 }

@@ -2,8 +2,12 @@ package nodepassword
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/watch"
+	clienttesting "k8s.io/client-go/testing"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,6 +29,14 @@ func secret(node string) *corev1.Secret {
 func TestDeletedNodeForgetsItsPassword(t *testing.T) {
 	cs := fake.NewSimpleClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "b"}},
 		secret("a"), secret("b"), secret("joining"))
+	// The fake clientset drops events between an informer's list and its
+	// watch: the delete waits until the Node watch has begun.
+	watching := make(chan struct{})
+	var once sync.Once
+	cs.PrependWatchReactor("nodes", func(clienttesting.Action) (bool, watch.Interface, error) {
+		once.Do(func() { close(watching) })
+		return false, nil, nil
+	})
 	f := informers.NewSharedInformerFactory(cs, 0)
 	c := New(cs, f)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -32,6 +44,8 @@ func TestDeletedNodeForgetsItsPassword(t *testing.T) {
 	f.Start(ctx.Done())
 	go c.Run(ctx, 1)
 	f.WaitForCacheSync(ctx.Done())
+	<-watching
+	time.Sleep(100 * time.Millisecond) // the tracker registers the watch just after the reactor
 	if err := cs.CoreV1().Nodes().Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}

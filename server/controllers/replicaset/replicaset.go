@@ -62,7 +62,7 @@ type Controller struct {
 	podSynced cache.InformerSynced
 
 	queue        workqueue.TypedRateLimitingInterface[string]
-	expectations *expectations
+	expectations *controllers.Expectations
 
 	now func() time.Time
 }
@@ -81,7 +81,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 		rsSynced:     rsInf.Informer().HasSynced,
 		podSynced:    podInf.Informer().HasSynced,
 		queue:        controllers.NewQueue("replicaset"),
-		expectations: newExpectations(),
+		expectations: controllers.NewExpectations(nil),
 		now:          time.Now,
 	}
 	_, _ = rsInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -128,7 +128,7 @@ func (c *Controller) deleteRS(obj interface{}) {
 	if err != nil {
 		return
 	}
-	c.expectations.remove(key)
+	c.expectations.Remove(key)
 	c.queue.Add(key)
 }
 
@@ -170,7 +170,7 @@ func (c *Controller) addPod(obj interface{}) {
 			return
 		}
 		key, _ := cache.MetaNamespaceKeyFunc(rs)
-		c.expectations.creationObserved(key)
+		c.expectations.CreationsObserved(key, 1)
 		c.queue.Add(key)
 		return
 	}
@@ -242,7 +242,7 @@ func (c *Controller) deletePod(obj interface{}) {
 	}
 	key, _ := cache.MetaNamespaceKeyFunc(rs)
 	podKey, _ := cache.MetaNamespaceKeyFunc(pod)
-	c.expectations.deletionObserved(key, podKey)
+	c.expectations.DeletionObserved(key, podKey)
 	c.queue.Add(key)
 }
 
@@ -255,7 +255,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	rs, err := c.rsLister.ReplicaSets(ns).Get(name)
 	if apierrors.IsNotFound(err) {
-		c.expectations.remove(key)
+		c.expectations.Remove(key)
 		return nil
 	}
 	if err != nil {
@@ -269,7 +269,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		utilruntime.HandleError(fmt.Errorf("replicaset %s: bad selector: %w", key, err))
 		return nil
 	}
-	needsSync := c.expectations.satisfied(key)
+	needsSync := c.expectations.Satisfied(key)
 
 	all, err := c.podLister.Pods(ns).List(labels.Everything())
 	if err != nil {
@@ -431,13 +431,13 @@ func (c *Controller) manageReplicas(ctx context.Context, pods []*v1.Pod, rs *app
 		}
 		// Record before acting: the informer may see a new pod before
 		// Create even returns.
-		c.expectations.expectCreations(key, diff)
+		c.expectations.Expect(key, diff, nil)
 		successes, err := slowStartBatch(diff, slowStartInitialBatchSize, func() error {
 			return c.createPod(ctx, rs)
 		})
 		// Pods never created will never be observed.
 		for i := 0; i < diff-successes; i++ {
-			c.expectations.creationObserved(key)
+			c.expectations.CreationsObserved(key, 1)
 		}
 		return err
 	case diff > 0:
@@ -450,7 +450,7 @@ func (c *Controller) manageReplicas(ctx context.Context, pods []*v1.Pod, rs *app
 			k, _ := cache.MetaNamespaceKeyFunc(p)
 			keys = append(keys, k)
 		}
-		c.expectations.expectDeletions(key, keys)
+		c.expectations.Expect(key, 0, keys)
 		errCh := make(chan error, len(victims))
 		var wg sync.WaitGroup
 		for i, p := range victims {
@@ -459,7 +459,7 @@ func (c *Controller) manageReplicas(ctx context.Context, pods []*v1.Pod, rs *app
 				defer wg.Done()
 				if err := c.deletePodAPI(ctx, rs, p); err != nil {
 					// This deletion will not be observed.
-					c.expectations.deletionObserved(key, podKey)
+					c.expectations.DeletionObserved(key, podKey)
 					if !apierrors.IsNotFound(err) {
 						errCh <- err
 					}
@@ -541,7 +541,7 @@ func (c *Controller) createPod(ctx context.Context, rs *apps.ReplicaSet) error {
 			// never be observed, and the caller counts this as success, so
 			// lower the expectation here.
 			key, _ := cache.MetaNamespaceKeyFunc(rs)
-			c.expectations.creationObserved(key)
+			c.expectations.CreationsObserved(key, 1)
 			return nil
 		}
 		c.recorder.Eventf(rs, v1.EventTypeWarning, FailedCreateReason, "Error creating: %v", err)

@@ -240,7 +240,7 @@ func TestExpectationsPreventDuplicateCreates(t *testing.T) {
 	if got := e.countActions("create", "pods", ""); got != 4 {
 		t.Fatalf("after 20 syncs on a stale cache: %d creates, want 4", got)
 	}
-	if e.ctrl.expectations.satisfied(key) {
+	if e.ctrl.expectations.Satisfied(key) {
 		t.Fatal("expectations satisfied before any pod was observed")
 	}
 
@@ -260,7 +260,7 @@ func TestExpectationsPreventDuplicateCreates(t *testing.T) {
 		t.Fatalf("with 3/4 observed: %d creates, want 4", got)
 	}
 	podWatch.Add(pods[3].DeepCopy())
-	waitFor(t, "expectations satisfied", func() bool { return e.ctrl.expectations.satisfied(key) })
+	waitFor(t, "expectations satisfied", func() bool { return e.ctrl.expectations.Satisfied(key) })
 	_ = e.ctrl.sync(e.ctx, key)
 	if got := e.countActions("create", "pods", ""); got != 4 {
 		t.Fatalf("after all observed: %d creates, want 4", got)
@@ -280,35 +280,6 @@ func TestExpectationsPreventDuplicateCreates(t *testing.T) {
 	}
 	if got := e.countActions("create", "pods", ""); got != 5 {
 		t.Fatalf("after one pod deleted: %d creates, want 5", got)
-	}
-}
-
-func TestExpectationsExpire(t *testing.T) {
-	ex := newExpectations()
-	now := time.Now()
-	ex.now = func() time.Time { return now }
-	ex.expectCreations("a", 2)
-	ex.expectDeletions("b", []string{"ns/p1", "ns/p2"})
-	if ex.satisfied("a") || ex.satisfied("b") {
-		t.Fatal("fresh expectations reported satisfied")
-	}
-	ex.deletionObserved("b", "ns/p1")
-	ex.deletionObserved("b", "ns/p1") // same pod twice counts once
-	ex.deletionObserved("b", "ns/other")
-	if ex.satisfied("b") {
-		t.Fatal("b satisfied with one deletion outstanding")
-	}
-	ex.deletionObserved("b", "ns/p2")
-	if !ex.satisfied("b") {
-		t.Fatal("b not satisfied after both deletions")
-	}
-	now = now.Add(ExpectationsTimeout - time.Second)
-	if ex.satisfied("a") {
-		t.Fatal("a expired too early")
-	}
-	now = now.Add(2 * time.Second)
-	if !ex.satisfied("a") {
-		t.Fatal("a did not expire after the timeout")
 	}
 }
 
@@ -568,7 +539,7 @@ func TestCreateFailureSlowStart(t *testing.T) {
 	}
 
 	// Only the 2 created pods are awaited; once seen, the next sync acts.
-	waitFor(t, "expectations satisfied", func() bool { return e.ctrl.expectations.satisfied(key) })
+	waitFor(t, "expectations satisfied", func() bool { return e.ctrl.expectations.Satisfied(key) })
 	waitFor(t, "status in cache", func() bool {
 		r, _ := e.ctrl.rsLister.ReplicaSets(ns).Get("web")
 		return r != nil && len(r.Status.Conditions) == 1
