@@ -101,20 +101,24 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 	defer f.Close()
 	w.Header().Set("Content-Type", "text/plain")
 	out := &limitWriter{w: w, left: o.limit}
-	write := func(l criLine, pending *[]byte) bool {
+	// Each CRI line's content goes out as it is read, a newline after an F
+	// line only, as upstream's kubelet writes logs: a last line that never
+	// got its newline (a P line, printf's output) is shown too, and a
+	// timestamp, if asked, starts each whole line.
+	midLine := false
+	write := func(l criLine) bool {
 		if !o.since.IsZero() && l.ts.Before(o.since) {
 			return true
 		}
-		*pending = append(*pending, l.content...)
-		if l.partial {
-			return true
+		var b []byte
+		if o.timestamps && !midLine {
+			b = append(b, l.ts.Format(time.RFC3339Nano)+" "...)
 		}
-		line := *pending
-		*pending = nil
-		if o.timestamps {
-			line = append([]byte(l.ts.Format(time.RFC3339Nano)+" "), line...)
+		b = append(b, l.content...)
+		if midLine = l.partial; !midLine {
+			b = append(b, '\n')
 		}
-		return out.write(append(line, '\n'))
+		return out.write(b)
 	}
 	// The existing content, with tailLines applied.
 	br := bufio.NewReader(f)
@@ -138,9 +142,8 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 		}
 		lines = lines[start:]
 	}
-	var pending []byte
 	for _, l := range lines {
-		if !write(l, &pending) {
+		if !write(l) {
 			return
 		}
 	}
@@ -154,7 +157,7 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 	// lines are out) or the client goes away.
 	for {
 		if b, ok := nextLine(f, br); ok {
-			if l, ok := parseCRILine(b); ok && !write(l, &pending) {
+			if l, ok := parseCRILine(b); ok && !write(l) {
 				return
 			}
 			continue
@@ -167,7 +170,7 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 			time.Sleep(200 * time.Millisecond) // the logger's last writes
 			rest, _ := io.ReadAll(br)
 			for _, line := range bytes.SplitAfter(rest, []byte("\n")) {
-				if l, ok := parseCRILine(line); ok && !write(l, &pending) {
+				if l, ok := parseCRILine(line); ok && !write(l) {
 					return
 				}
 			}

@@ -187,6 +187,27 @@ func TestContainerLogs(t *testing.T) {
 	}
 }
 
+// A last line without a newline (printf's output: a P line that no F line
+// follows) is shown, as upstream's kubelet shows it.
+func TestContainerLogsEndingMidLine(t *testing.T) {
+	ca := newCA(t)
+	pods := &fakePods{dir: t.TempDir()}
+	writeLog(t, filepath.Join(pods.dir, "1.log"),
+		"2026-01-02T03:04:05.000000001Z stdout F one",
+		"2026-01-02T03:04:06.000000001Z stdout P no-newline")
+	base := endpoint(t, ca, pods)
+	c := client(t, ca, APIServerClientName)
+	for _, tc := range []struct{ query, want string }{
+		{"", "one\nno-newline"},
+		{"?timestamps=true", "2026-01-02T03:04:05.000000001Z one\n2026-01-02T03:04:06.000000001Z no-newline"},
+		{"?follow=true", "one\nno-newline"},
+	} {
+		if code, body := get(t, c, base+"/containerLogs/default/web/c"+tc.query); code != http.StatusOK || body != tc.want {
+			t.Errorf("logs%s: %d %q, want %q", tc.query, code, body, tc.want)
+		}
+	}
+}
+
 func TestPortForwardFindsTheSandboxFirst(t *testing.T) {
 	ca := newCA(t)
 	base := endpoint(t, ca, &fakePods{dir: t.TempDir()})
