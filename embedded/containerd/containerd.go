@@ -122,7 +122,7 @@ func Start(ctx context.Context, cfg Config) (*Supervisor, error) {
 		configPath: ConfigPath(cfg.Dir),
 		rootDir:    filepath.Join(cfg.Dir, "containerd"),
 		stateDir:   filepath.Join(sockDir, "state"),
-		pidFile:    filepath.Join(sockDir, "containerd.pid"),
+		pidFile:    pidFileFor(cfg.Address),
 		lockFile:   filepath.Join(sockDir, "containerd.lock"),
 	}
 	if err := s.writeConfig(); err != nil {
@@ -597,23 +597,33 @@ func alive(pid int) bool {
 // isOurContainerd reports whether pid is alive and runs with our config, so
 // a recycled PID is never signalled.
 func (s *Supervisor) isOurContainerd(pid int) bool {
+	cfg, ok := containerdConfig(pid)
+	return ok && cfg == s.configPath
+}
+
+// containerdConfig is the config file a live containerd process runs
+// with (its --config); false if pid is no live containerd.
+func containerdConfig(pid int) (string, bool) {
 	if !alive(pid) {
-		return false
+		return "", false
 	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil {
-		return false
+		return "", false
 	}
 	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 	if len(args) == 0 || filepath.Base(args[0]) != "containerd" {
-		return false
+		return "", false
 	}
-	for _, a := range args[1:] {
-		if a == s.configPath {
-			return true
+	for i, a := range args {
+		if (a == "--config" || a == "-c") && i+1 < len(args) {
+			return args[i+1], true
+		}
+		if v, ok := strings.CutPrefix(a, "--config="); ok {
+			return v, true
 		}
 	}
-	return false
+	return "", true
 }
 
 // findPID looks for a containerd running with our config (adoption without a
@@ -675,29 +685,21 @@ func logTail(path string) string {
 // (which lies in the agent directory of the agent that started it). Zero
 // values when no live containerd is recorded there.
 func Serving(address string) (pid int, configPath string) {
-	s := &Supervisor{pidFile: filepath.Join(filepath.Dir(address), "containerd.pid")}
+	s := &Supervisor{pidFile: pidFileFor(address)}
 	pid = s.readPID()
-	if pid <= 0 || !alive(pid) {
+	if pid <= 0 {
 		return 0, ""
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
+	cfg, ok := containerdConfig(pid)
+	if !ok {
 		return 0, ""
 	}
-	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-	if len(args) == 0 || filepath.Base(args[0]) != "containerd" {
-		return 0, ""
-	}
-	for i, a := range args {
-		if (a == "--config" || a == "-c") && i+1 < len(args) {
-			return pid, args[i+1]
-		}
-		if v, ok := strings.CutPrefix(a, "--config="); ok {
-			return pid, v
-		}
-	}
-	return pid, ""
+	return pid, cfg
 }
+
+// pidFileFor is where kelp keeps the pid of the containerd serving
+// address: next to the socket.
+func pidFileFor(address string) string { return filepath.Join(filepath.Dir(address), "containerd.pid") }
 
 // ConfigPath is the config file of the containerd supervised for the
 // agent directory dir.
