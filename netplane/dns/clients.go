@@ -41,13 +41,12 @@ func (f *clientFilter) allows(addr net.Addr) bool {
 	var ip netip.Addr
 	switch a := addr.(type) {
 	case *net.UDPAddr:
-		ip, _ = netip.AddrFromSlice(a.IP)
+		ip = netipOf(a.IP)
 	case *net.TCPAddr:
-		ip, _ = netip.AddrFromSlice(a.IP)
+		ip = netipOf(a.IP)
 	default:
 		return false
 	}
-	ip = ip.Unmap()
 	if !ip.IsValid() {
 		return false
 	}
@@ -60,6 +59,13 @@ func (f *clientFilter) allows(addr net.Addr) bool {
 		}
 	}
 	return f.isLocal(ip)
+}
+
+// netipOf is ip as a netip.Addr, IPv4-mapped addresses unmapped (the
+// zero Addr if ip is no address).
+func netipOf(ip net.IP) netip.Addr {
+	a, _ := netip.AddrFromSlice(ip)
+	return a.Unmap()
 }
 
 // isLocal reports whether ip is one of this host's addresses, re-reading
@@ -80,8 +86,8 @@ func (f *clientFilter) isLocal(ip netip.Addr) bool {
 		f.local = map[netip.Addr]bool{}
 		for _, a := range addrs {
 			if n, ok := a.(*net.IPNet); ok {
-				if la, ok := netip.AddrFromSlice(n.IP); ok {
-					f.local[la.Unmap()] = true
+				if la := netipOf(n.IP); la.IsValid() {
+					f.local[la] = true
 				}
 			}
 		}

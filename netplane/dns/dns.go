@@ -227,20 +227,7 @@ func (s *Server) isSelf(ip net.IP, port int) bool {
 		if la.IP.Equal(ip) || ip.IsUnspecified() {
 			return true
 		}
-		if la.IP.IsUnspecified() && (ip.IsLoopback() || isLocalIP(ip)) {
-			return true
-		}
-	}
-	return false
-}
-
-func isLocalIP(ip net.IP) bool {
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		return false
-	}
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+		if la.IP.IsUnspecified() && (ip.IsLoopback() || s.clients.isLocal(netipOf(ip))) {
 			return true
 		}
 	}
