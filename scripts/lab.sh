@@ -33,6 +33,9 @@
 #                          air-gap dir (default: built by scripts/images.sh)
 #   KELP_LAB_SERVER_ARGS   extra `kelp server` arguments (e.g. scaled-down timings)
 #   KELP_LAB_AGENT_ARGS    extra `kelp agent` arguments
+#   KELP_LAB_OWNER         pid of the process that owns the lab (test/lab sets
+#                          it): once it has exited, the next `up` removes the
+#                          lab it left behind instead of refusing to start
 #   KELP_LAB_TIMEOUT       seconds `up` and `revive` wait for Ready nodes (default 120)
 set -euo pipefail
 
@@ -122,7 +125,7 @@ power_off() {
 		pids="$(node_pids "$node")"
 		[ -z "$pids" ] && break
 		# shellcheck disable=SC2086
-		[ "$i" -eq 1 ] && echo "$(date -u +%FT%T.%3NZ) power off: killing $(ps -o pid=,comm= -p "$(echo $pids | tr ' ' ,)" | tr -s ' \n' ' ')" >>"$lab_dir/$node.log"
+		[ "$i" -eq 1 ] && echo "$(date -u +%FT%T.%3NZ) power off: killing $(ps -o pid=,comm= -p "$(echo $pids | tr ' ' ,)" | tr -s ' \n' ' ')" >>"$lab_dir/$node.log" 2>/dev/null
 		# shellcheck disable=SC2086
 		kill -9 $pids 2>/dev/null || true
 		sleep 0.1
@@ -251,12 +254,16 @@ cmd_up() {
 	[[ "$n" =~ ^[1-9][0-9]?$ ]] || die "up N: N is a number of nodes, 1..99"
 	[ "$(id -u)" -eq 0 ] || die "the lab needs root (network namespaces, containerd)"
 	[ -z "$(nodes)" ] || die "a lab is already up in $lab_dir (scripts/lab.sh down first)"
-	[ -e "/run/netns/$switch" ] && die "$switch exists: another lab is up (scripts/lab.sh down)"
+	if lab_present; then
+		stale_lab || die "$switch exists: another lab is up in $(sed -n 1p "$run_root/owner" 2>/dev/null || echo '?') (scripts/lab.sh down)"
+		reap_stale_lab
+	fi
 	if [ ! -x "$kelp" ]; then bash "$repo/scripts/build.sh" >&2; fi
 	mkdir -p "$lab_dir" "$run_root"
 	touch "$lab_dir/.kelp-lab" # down removes only a directory marked as the lab's
 	ensure_images >/dev/null
 	ip netns add "$switch"
+	owner >"$run_root/owner"
 	# A switch does not filter: no netfilter for what it bridges.
 	nsenter --net="/run/netns/$switch" sysctl -qw net.bridge.bridge-nf-call-iptables=0 net.bridge.bridge-nf-call-arptables=0
 	ip -n "$switch" link add br0 type bridge
@@ -309,19 +316,87 @@ cmd_revive() {
 }
 
 cmd_down() {
-	local node d
+	local node
 	for node in $(nodes); do
 		power_off "$node"
 		wipe_volatile "$node"
 	done
+	# Another lab's switch is that lab's to remove (a test whose `up`
+	# failed against it runs `down` with its own directory).
+	if ours; then
+		unplug_switch
+		rm -rf "$run_root"
+	fi
+	[ -e "$lab_dir/.kelp-lab" ] && rm -rf "$lab_dir"
+	log "lab down"
+}
+
+# owner: what `up` records in $run_root/owner, so that a later `up` can
+# tell a live lab from one whose owner is gone: the lab's directory, then
+# the pid and start time of the process that owns it (KELP_LAB_OWNER, set
+# by test/lab for the test binary; none for a lab brought up by hand).
+owner() {
+	echo "$lab_dir"
+	if [ -n "${KELP_LAB_OWNER:-}" ]; then
+		echo "$KELP_LAB_OWNER $(start_time "$KELP_LAB_OWNER")"
+	fi
+}
+
+start_time() { awk '{ print $22 }' "/proc/$1/stat" 2>/dev/null || true; }
+
+# stale_lab: whether the lab already up is one nobody will take down: its
+# directory is gone, or its owner process has exited (a test binary
+# killed by its timeout leaves its lab behind; its nodes may still run).
+stale_lab() {
+	local dir pid start
+	# No record (a lab cut off before it wrote one): stale when none of
+	# its nodes runs anything.
+	[ -e "$run_root/owner" ] || { [ -z "$(lab_pids)" ]; return; }
+	{ read -r dir; read -r pid start; } <"$run_root/owner" || true
+	[ -d "$dir" ] || return 0
+	[ -n "${pid:-}" ] || return 1
+	[ "$(start_time "$pid")" != "$start" ]
+}
+
+# lab_present: whether this machine has a lab's switch or nodes.
+lab_present() { [ -e "/run/netns/$switch" ] || compgen -G "/run/netns/kelp-lab-node-*" >/dev/null; }
+
+lab_pids() {
+	local ns
+	for ns in /run/netns/kelp-lab-node-*; do
+		[ -e "$ns" ] && node_pids "${ns#/run/netns/kelp-lab-}"
+	done
+	return 0
+}
+
+# ours: whether the lab up on this machine is the one in $lab_dir.
+ours() { [ ! -e "$run_root/owner" ] || [ "$(sed -n 1p "$run_root/owner")" = "$lab_dir" ]; }
+
+# reap_stale_lab powers off and unplugs the nodes of a stale lab, found by
+# their namespaces since their directory may be gone.
+reap_stale_lab() {
+	local old ns node
+	old="$(sed -n 1p "$run_root/owner" 2>/dev/null || true)"
+	log "removing a stale lab (owner gone; it was in $old)"
+	for ns in /run/netns/kelp-lab-node-*; do
+		[ -e "$ns" ] || continue
+		node="${ns#/run/netns/kelp-lab-}"
+		(lab_dir="$old" && power_off "$node" && wipe_volatile "$node") || die "cannot remove the stale lab's $node"
+	done
+	unplug_switch
+	[ -n "$old" ] && [ -e "$old/.kelp-lab" ] && rm -rf "$old"
+	rm -rf "$run_root"
+}
+
+# unplug_switch removes the switch, the host's uplink and the lab's cgroups.
+unplug_switch() {
+	local d
 	ip link del "$uplink" 2>/dev/null || true
 	ip netns del "$switch" 2>/dev/null || true
 	for d in /sys/fs/cgroup/*/"$cgroup_root" /sys/fs/cgroup/"$cgroup_root"; do
 		[ -d "$d" ] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
 	done
-	[ -e "$lab_dir/.kelp-lab" ] && rm -rf "$lab_dir"
-	rm -rf "$run_root"
-	log "lab down"
+	return 0
 }
 
 case "${1:-}" in

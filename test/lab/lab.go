@@ -58,7 +58,7 @@ func Script() string {
 // failure the lab is taken down again.
 func Up(n int, o Options) (*Lab, error) {
 	l := &Lab{Dir: o.Dir, env: append(os.Environ(),
-		"KELP_BIN="+o.Bin, "KELP_LAB_DIR="+o.Dir, "KELP_LAB_IMAGES="+o.Images,
+		"KELP_BIN="+o.Bin, "KELP_LAB_OWNER="+strconv.Itoa(os.Getpid()), "KELP_LAB_DIR="+o.Dir, "KELP_LAB_IMAGES="+o.Images,
 		"KELP_LAB_SERVER_ARGS="+strings.Join(o.ServerArgs, " "),
 		"KELP_LAB_AGENT_ARGS="+strings.Join(o.AgentArgs, " "))}
 	if out, err := l.Run("up", strconv.Itoa(n)); err != nil {
