@@ -12,6 +12,7 @@ import (
 	"github.com/kelp-project/kelp/netplane/dns"
 	"github.com/kelp-project/kelp/server/controllers"
 	"github.com/kelp-project/kelp/server/controllers/clusterroleaggregation"
+	"github.com/kelp-project/kelp/server/controllers/cronjob"
 	"github.com/kelp-project/kelp/server/controllers/daemonset"
 	"github.com/kelp-project/kelp/server/controllers/deployment"
 	"github.com/kelp-project/kelp/server/controllers/disruption"
@@ -75,6 +76,7 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 		go deployment.New(t.Client, t.Informer, t.Recorder("deployment-controller")).Run(ctx, 5)
 		go daemonset.New(t.Client, t.Informer, t.Recorder("daemonset-controller")).Run(ctx, 2)
 		go job.New(t.Client, t.Informer, t.Recorder("job-controller")).Run(ctx, 5)
+		go cronjob.New(t.Client, t.Informer, t.Recorder("cronjob-controller")).Run(ctx, 2)
 		go ttlafterfinished.New(t.Client, t.Informer, t.Recorder("ttl-after-finished-controller")).Run(ctx, 5)
 		go serviceaccount.New(t.Client, t.Informer).Run(ctx, 2)
 		go serviceaccount.NewRootCAPublisher(t.Client, t.Informer, ca.CertPEM).Run(ctx, 2)

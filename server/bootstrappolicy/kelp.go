@@ -29,6 +29,7 @@ func kelpControllers() map[string]bool {
 		"disruption-controller":              true,
 		"pod-garbage-collector":              true,
 		"job-controller":                     true,
+		"cronjob-controller":                 true,
 		"ttl-after-finished-controller":      true,
 	}
 }
