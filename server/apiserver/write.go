@@ -50,6 +50,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, info requestInfo
 		s.writeError(w, r, err)
 		return
 	}
+	if sv.NoController != "" {
+		addWarning(w, sv.NoController)
+	}
 	s.writeResult(w, r, http.StatusCreated, out, sv)
 }
 

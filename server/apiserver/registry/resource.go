@@ -60,6 +60,11 @@ type Resource struct {
 	// Review marks a create-only resource that is answered, never stored
 	// (SelfSubjectAccessReview, SelfSubjectReview).
 	Review bool
+	// NoController, when set, is the warning a create of this kind gets
+	// (a Warning header, which kubectl prints): kelp serves the kind but
+	// nothing acts on it yet, and a user must not wait for pods or
+	// volumes that will never come.
+	NoController string
 
 	Strategy
 }
