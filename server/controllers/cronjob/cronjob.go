@@ -48,6 +48,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kelp-project/kelp/server/controllers"
+	jobcontroller "github.com/kelp-project/kelp/server/controllers/job"
 )
 
 var controllerKind = batch.SchemeGroupVersion.WithKind("CronJob")
@@ -472,17 +473,16 @@ func (c *Controller) deleteJob(ctx context.Context, cj *batch.CronJob, job *batc
 
 // ---- helpers ----
 
-// finishedCondition is the Job's true Complete or Failed condition type.
+// finishedCondition is the type of the Job's true Complete or Failed
+// condition, as the Job controller reads it.
 func finishedCondition(j *batch.Job) (batch.JobConditionType, bool) {
-	for _, c := range j.Status.Conditions {
-		if (c.Type == batch.JobComplete || c.Type == batch.JobFailed) && c.Status == v1.ConditionTrue {
-			return c.Type, true
-		}
+	if c := jobcontroller.FinishedCondition(j); c != nil {
+		return c.Type, true
 	}
 	return "", false
 }
 
-func finished(j *batch.Job) bool { _, ok := finishedCondition(j); return ok }
+func finished(j *batch.Job) bool { return jobcontroller.FinishedCondition(j) != nil }
 
 func inActiveList(cj *batch.CronJob, uid types.UID) bool {
 	for _, r := range cj.Status.Active {

@@ -359,14 +359,19 @@ func hasTrackingFinalizer(p *v1.Pod) bool {
 	return false
 }
 
-func isFinished(job *batch.Job) bool {
-	for _, c := range job.Status.Conditions {
+// FinishedCondition is the Job's true Complete or Failed condition, nil
+// while it runs. The CronJob and TTL-after-finished controllers read a
+// Job's end through it too.
+func FinishedCondition(job *batch.Job) *batch.JobCondition {
+	for i, c := range job.Status.Conditions {
 		if (c.Type == batch.JobComplete || c.Type == batch.JobFailed) && c.Status == v1.ConditionTrue {
-			return true
+			return &job.Status.Conditions[i]
 		}
 	}
-	return false
+	return nil
 }
+
+func isFinished(job *batch.Job) bool { return FinishedCondition(job) != nil }
 
 func managedElsewhere(job *batch.Job) bool {
 	return job.Spec.ManagedBy != nil && *job.Spec.ManagedBy != controllerName

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	batch "k8s.io/api/batch/v1"
-	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -23,6 +22,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/kelp-project/kelp/server/controllers"
+	jobcontroller "github.com/kelp-project/kelp/server/controllers/job"
 )
 
 // Controller deletes finished Jobs whose TTL has run out.
@@ -77,13 +77,11 @@ func needsCleanup(job *batch.Job) bool {
 // finishedAt is the transition time of the Job's true Complete or Failed
 // condition; nil while it runs.
 func finishedAt(job *batch.Job) *time.Time {
-	for _, c := range job.Status.Conditions {
-		if (c.Type == batch.JobComplete || c.Type == batch.JobFailed) && c.Status == v1.ConditionTrue {
-			t := c.LastTransitionTime.Time
-			return &t
-		}
+	c := jobcontroller.FinishedCondition(job)
+	if c == nil {
+		return nil
 	}
-	return nil
+	return &c.LastTransitionTime.Time
 }
 
 // timeLeft is how long until job expires; an error if it finished without
