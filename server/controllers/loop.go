@@ -20,6 +20,17 @@ func NewQueue(name string) workqueue.TypedRateLimitingInterface[string] {
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: name})
 }
 
+// Enqueue adds the key of obj, an object or a deletion's tombstone, to q.
+// A key that cannot be made (not an object) is reported and dropped.
+func Enqueue(q workqueue.TypedInterface[string], obj interface{}) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	q.Add(key)
+}
+
 // Delayed is an error a sync returns when it is not failing but wants to
 // look again later (a namespace whose content is still going away).
 type Delayed interface {

@@ -35,7 +35,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -109,14 +108,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 
 // ---- event handlers ----
 
-func (c *Controller) enqueue(obj interface{}) {
-	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
-	if err != nil {
-		utilruntime.HandleError(err)
-		return
-	}
-	c.queue.Add(key)
-}
+func (c *Controller) enqueue(obj interface{}) { controllers.Enqueue(c.queue, obj) }
 
 // updateCronJob: a new schedule or zone moves the CronJob's wake-up to
 // its new next time (a sooner one wins in the queue; the older, later

@@ -14,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
@@ -87,14 +86,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	loop.Run(ctx, workers)
 }
 
-func (c *Controller) enqueue(obj interface{}) {
-	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
-	if err != nil {
-		utilruntime.HandleError(err)
-		return
-	}
-	c.queue.Add(key)
-}
+func (c *Controller) enqueue(obj interface{}) { controllers.Enqueue(c.queue, obj) }
 
 func (c *Controller) enqueueAfter(d *apps.Deployment, after time.Duration) {
 	key, err := cache.MetaNamespaceKeyFunc(d)

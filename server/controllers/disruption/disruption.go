@@ -106,12 +106,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	loop.Run(ctx, workers)
 }
 
-func (c *Controller) enqueue(obj interface{}) {
-	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
-	if err == nil {
-		c.queue.Add(key)
-	}
-}
+func (c *Controller) enqueue(obj interface{}) { controllers.Enqueue(c.queue, obj) }
 
 // podChanged enqueues the budgets whose selector picks the pod.
 func (c *Controller) podChanged(obj interface{}) {
