@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/kubectl/pkg/util/podutils"
 )
 
 // The workload controllers driving real containers: a DaemonSet's pod and
@@ -201,7 +202,7 @@ spec:
 		}
 		ready := 0
 		for _, p := range c.livePods("app=web") {
-			if p.Spec.NodeName != "" && podReady(&p) {
+			if p.Spec.NodeName != "" && podutils.IsPodReady(&p) {
 				ready++
 			}
 		}
@@ -216,15 +217,6 @@ spec:
 			t.Fatalf("after uncordon: %v\n%s", err, out)
 		}
 	})
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func podNames(pods []corev1.Pod) string {
