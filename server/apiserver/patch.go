@@ -165,7 +165,7 @@ func (s *Server) serverSideApply(w http.ResponseWriter, r *http.Request, info re
 		}
 		out, err = s.createObject(ctx, sv, info.Namespace, obj, dry)
 		if err == nil {
-			s.writeResult(w, r, http.StatusCreated, out, sv)
+			s.writeCreated(w, r, out, sv)
 			return
 		}
 	}

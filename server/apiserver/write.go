@@ -50,6 +50,12 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, info requestInfo
 		s.writeError(w, r, err)
 		return
 	}
+	s.writeCreated(w, r, out, sv)
+}
+
+// writeCreated answers a create, by POST or by an apply's PATCH. A kind
+// nothing acts on yet says so in a Warning.
+func (s *Server) writeCreated(w http.ResponseWriter, r *http.Request, out runtime.Object, sv *served) {
 	if sv.NoController != "" {
 		addWarning(w, sv.NoController)
 	}
