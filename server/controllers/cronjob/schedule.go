@@ -9,6 +9,8 @@ import (
 	batch "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/kelp-project/kelp/server/cronschedule"
 )
 
 // nextScheduleDelta pads every requeue past the scheduled instant, as
@@ -46,12 +48,7 @@ func scheduleString(cj *batch.CronJob) string {
 // runs inside it.
 func parseSchedule(cj *batch.CronJob, local *time.Location) (cron.Schedule, error) {
 	s := scheduleString(cj)
-	// robfig/cron slices up to the first space after a TZ= prefix and
-	// panics when there is none; refuse that here instead.
-	if (strings.HasPrefix(s, "TZ=") || strings.HasPrefix(s, "CRON_TZ=")) && !strings.Contains(s, " ") {
-		return nil, fmt.Errorf("expected a schedule after %s", s)
-	}
-	sched, err := cron.ParseStandard(s)
+	sched, err := cronschedule.Parse(s)
 	if err != nil {
 		return nil, err
 	}
