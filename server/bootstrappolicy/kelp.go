@@ -2,6 +2,8 @@ package bootstrappolicy
 
 import (
 	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/kelp-project/kelp/config"
 )
 
 // What kelp adds to upstream's policy, for its own components.
@@ -31,6 +33,9 @@ func kelpControllers() map[string]bool {
 		"job-controller":                     true,
 		"cronjob-controller":                 true,
 		"ttl-after-finished-controller":      true,
+		"persistent-volume-binder":           true,
+		"pvc-protection-controller":          true,
+		"pv-protection-controller":           true,
 	}
 }
 
@@ -60,4 +65,27 @@ func kelpDNSServiceBinding() rbacv1.RoleBinding {
 
 func kelpDNSEndpointsBinding() rbacv1.RoleBinding {
 	return roleBinding("kube-system", dnsEndpointsRoleName, users(KubeProxyUser)...)
+}
+
+// The node's half of local storage (config/storage.go): every node's
+// local-path provisioner runs as one shared identity, as the proxy does,
+// and creates and deletes the PersistentVolumes of its node's claims. The
+// Node authorizer never lets a kubelet write a PersistentVolume (nor should
+// it: a PV is cluster-wide), so the provisioner gets exactly what
+// upstream's external-provisioner sidecar is granted in its RBAC manifest,
+// and no more: PVs written, claims annotated, classes and nodes read,
+// events recorded.
+const localPathProvisionerRoleName = "kelp:local-path-provisioner"
+
+func kelpLocalPathProvisionerRole() rbacv1.ClusterRole {
+	return clusterRole(localPathProvisionerRoleName,
+		verbs("get", "list", "watch", "create", "delete", "update", "patch").groups(legacy).resources("persistentvolumes"),
+		verbs("get", "list", "watch", "update", "patch").groups(legacy).resources("persistentvolumeclaims"),
+		verbs("get", "list", "watch").groups(storage).resources("storageclasses"),
+		verbs("get", "list", "watch").groups(legacy).resources("nodes"),
+		eventsRule())
+}
+
+func kelpLocalPathProvisionerBinding() rbacv1.ClusterRoleBinding {
+	return clusterBinding(localPathProvisionerRoleName, users(config.LocalPathProvisionerUser)...)
 }

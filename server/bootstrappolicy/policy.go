@@ -146,6 +146,7 @@ func ClusterRoles() []rbacv1.ClusterRole {
 			verbs(read...).groups(storage).resources("csidrivers"),
 			verbs(read...).groups(storage).resources("csistoragecapacities")),
 	}
+	roles = append(roles, kelpLocalPathProvisionerRole())
 	return append(roles, controllerRoles()...)
 }
 
@@ -241,6 +242,7 @@ func ClusterRoleBindings() []rbacv1.ClusterRoleBinding {
 		// authorizer's.
 		clusterBinding("system:node"),
 		clusterBinding("system:service-account-issuer-discovery", groups(ServiceAccountsGroup)...),
+		kelpLocalPathProvisionerBinding(),
 	}
 	return append(bindings, controllerBindings()...)
 }

@@ -3,12 +3,15 @@ package bootstrappolicy
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/kelp-project/kelp/config"
+	"github.com/kelp-project/kelp/server/apiserver/auth"
 	"github.com/kelp-project/kelp/server/apiserver/validation"
 )
 
@@ -128,5 +131,68 @@ func TestReconcile(t *testing.T) {
 	}
 	if _, err := client.RbacV1().ClusterRoleBindings().Get(ctx, "system:basic-user", metav1.GetOptions{}); err != nil {
 		t.Errorf("deleted binding not recreated: %v", err)
+	}
+}
+
+// The node's local-path provisioner (config.LocalPathProvisionerUser) may
+// do what upstream's external-provisioner does, and nothing a node's
+// volumes do not need: no Secrets, no Pods, no other users' objects.
+func TestLocalPathProvisionerPolicy(t *testing.T) {
+	var role *rbacv1.ClusterRole
+	for _, r := range ClusterRoles() {
+		if r.Name == localPathProvisionerRoleName {
+			role = &r
+		}
+	}
+	if role == nil {
+		t.Fatalf("no ClusterRole %s", localPathProvisionerRoleName)
+	}
+	bound := false
+	for _, b := range ClusterRoleBindings() {
+		if b.RoleRef.Name == localPathProvisionerRoleName {
+			for _, s := range b.Subjects {
+				bound = bound || (s.Kind == rbacv1.UserKind && s.Name == config.LocalPathProvisionerUser)
+			}
+		}
+	}
+	if !bound {
+		t.Errorf("%s is not bound to %s", localPathProvisionerRoleName, config.LocalPathProvisionerUser)
+	}
+	allows := func(verb, group, resource string) bool {
+		res, sub, _ := strings.Cut(resource, "/")
+		a := auth.Attributes{IsResource: true, Verb: verb, Group: group, Resource: res, Subresource: sub}
+		for i := range role.Rules {
+			if auth.RuleAllows(a, &role.Rules[i]) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, v := range []string{"get", "list", "watch", "create", "delete", "update", "patch"} {
+		if !allows(v, "", "persistentvolumes") {
+			t.Errorf("may not %s persistentvolumes", v)
+		}
+	}
+	for _, v := range []string{"get", "list", "watch", "update", "patch"} {
+		if !allows(v, "", "persistentvolumeclaims") {
+			t.Errorf("may not %s persistentvolumeclaims", v)
+		}
+	}
+	for _, c := range []struct{ verb, group, resource string }{
+		{"get", "storage.k8s.io", "storageclasses"}, {"watch", "storage.k8s.io", "storageclasses"},
+		{"list", "", "nodes"}, {"create", "", "events"}, {"patch", "events.k8s.io", "events"},
+	} {
+		if !allows(c.verb, c.group, c.resource) {
+			t.Errorf("may not %s %s.%s", c.verb, c.resource, c.group)
+		}
+	}
+	for _, c := range []struct{ verb, group, resource string }{
+		{"delete", "", "persistentvolumeclaims"}, {"create", "", "persistentvolumeclaims"},
+		{"get", "", "secrets"}, {"create", "", "pods"}, {"update", "", "nodes"},
+		{"create", "storage.k8s.io", "storageclasses"}, {"update", "", "persistentvolumeclaims/status"},
+	} {
+		if allows(c.verb, c.group, c.resource) {
+			t.Errorf("may %s %s.%s, which a provisioner has no need for", c.verb, c.resource, c.group)
+		}
 	}
 }
