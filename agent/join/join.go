@@ -2,7 +2,8 @@
 // URL --token T`): it fetches and checks the cluster CA, requests the
 // node's certificates and the cluster settings from the server's join
 // endpoints (server/join), keeps them under <data-dir>/agent, and hands
-// back the kubelet's and the proxy's client configurations.
+// back the kubelet's, the proxy's and the local-path provisioner's client
+// configurations.
 package join
 
 import (
@@ -54,6 +55,7 @@ type Config struct {
 // Result is a joined node's identity and the cluster's settings.
 type Result struct {
 	Node, Proxy *rest.Config // system:node:<name>, system:kube-proxy
+	Provisioner *rest.Config // config.LocalPathProvisionerUser
 	Settings    join.Settings
 	CAPEM       []byte
 	// ServingCertFile and ServingKeyFile are the kubelet's serving
@@ -63,17 +65,20 @@ type Result struct {
 
 // The files under <data-dir>/agent, named as k3s names them.
 const (
-	caFile           = "server-ca.crt"
-	kubeletCert      = "client-kubelet.crt"
-	kubeletKey       = "client-kubelet.key"
-	servingCert      = "serving-kubelet.crt"
-	servingKey       = "serving-kubelet.key"
-	proxyCert        = "client-kube-proxy.crt"
-	proxyKey         = "client-kube-proxy.key"
-	kubeletConfig    = "kubelet.kubeconfig"
-	proxyConfig      = "kubeproxy.kubeconfig"
-	PasswordFile     = "node-password"
-	maxResponseBytes = 1 << 20
+	caFile            = "server-ca.crt"
+	kubeletCert       = "client-kubelet.crt"
+	kubeletKey        = "client-kubelet.key"
+	servingCert       = "serving-kubelet.crt"
+	servingKey        = "serving-kubelet.key"
+	proxyCert         = "client-kube-proxy.crt"
+	proxyKey          = "client-kube-proxy.key"
+	provisionerCert   = "client-local-path-provisioner.crt"
+	provisionerKey    = "client-local-path-provisioner.key"
+	kubeletConfig     = "kubelet.kubeconfig"
+	proxyConfig       = "kubeproxy.kubeconfig"
+	provisionerConfig = "local-path-provisioner.kubeconfig"
+	PasswordFile      = "node-password"
+	maxResponseBytes  = 1 << 20
 )
 
 // permanent marks an error retrying cannot fix: a wrong token, a CA that
@@ -141,6 +146,9 @@ func Join(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	if res.Proxy, err = writeKubeconfig(dir, proxyConfig, server, caPEM, proxyCert, proxyKey); err != nil {
+		return nil, err
+	}
+	if res.Provisioner, err = writeKubeconfig(dir, provisionerConfig, server, caPEM, provisionerCert, provisionerKey); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -304,7 +312,7 @@ func needCerts(dir string, caPEM []byte, node string, hostnames []string, nodeIP
 	if err != nil {
 		return "no CA"
 	}
-	for _, p := range [][2]string{{kubeletCert, kubeletKey}, {servingCert, servingKey}, {proxyCert, proxyKey}} {
+	for _, p := range [][2]string{{kubeletCert, kubeletKey}, {servingCert, servingKey}, {proxyCert, proxyKey}, {provisionerCert, provisionerKey}} {
 		cert, err := loadPair(filepath.Join(dir, p[0]), filepath.Join(dir, p[1]))
 		switch {
 		case err != nil:
@@ -342,15 +350,15 @@ func loadPair(certFile, keyFile string) (*x509.Certificate, error) {
 	return x509.ParseCertificate(pair.Certificate[0])
 }
 
-// requestCerts makes three new keys, sends their CSRs, and writes the
+// requestCerts makes four new keys, sends their CSRs, and writes the
 // keys and the certificates the server signed.
 func requestCerts(ctx context.Context, c *client, dir, node, password string, hostnames []string, nodeIP string) error {
 	req := join.CertRequest{NodeName: node, NodePassword: password, Hostnames: hostnames}
 	if nodeIP != "" {
 		req.Addresses = []string{nodeIP}
 	}
-	keys := make([][]byte, 3)
-	csrs := []*string{&req.KubeletCSR, &req.ServingCSR, &req.ProxyCSR}
+	csrs := []*string{&req.KubeletCSR, &req.ServingCSR, &req.ProxyCSR, &req.ProvisionerCSR}
+	keys := make([][]byte, len(csrs))
 	for i := range keys {
 		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		if err != nil {
@@ -371,8 +379,15 @@ func requestCerts(ctx context.Context, c *client, dir, node, password string, ho
 	if err := c.do(ctx, http.MethodPost, join.CertsPath, req, &resp); err != nil {
 		return err
 	}
+	if resp.ProvisionerCert == "" {
+		// A server older than the agent: it has no local-path provisioner
+		// identity (nor its role) to give. As with k3s, servers go first.
+		return permanent{errors.New("the server issued no certificate for the node's local-path provisioner: " +
+			"it is older than this agent; upgrade the server first")}
+	}
 	for i, f := range []struct{ cert, key, pem string }{
 		{kubeletCert, kubeletKey, resp.KubeletCert}, {servingCert, servingKey, resp.ServingCert}, {proxyCert, proxyKey, resp.ProxyCert},
+		{provisionerCert, provisionerKey, resp.ProvisionerCert},
 	} {
 		if err := pki.WriteFile(filepath.Join(dir, f.key), keys[i], 0o600); err != nil {
 			return permanent{err}

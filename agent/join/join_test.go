@@ -2,14 +2,22 @@ package join
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kelp-project/kelp/config"
 	"github.com/kelp-project/kelp/server/join"
 	"github.com/kelp-project/kelp/server/pki"
 )
@@ -106,11 +114,19 @@ func TestNeedCerts(t *testing.T) {
 		write("serving-kubelet", scp, skp)
 		pc, pk, _ := ca.ClientCert("system:kube-proxy", nil)
 		write("client-kube-proxy", pc, pk)
+		lc, lk, _ := ca.ClientCert("system:kelp-local-path-provisioner", nil)
+		write("client-local-path-provisioner", lc, lk)
 	}
 	issue("n1", "192.0.2.1")
 	if r := needCerts(dir, ca.CertPEM, "n1", nil, "192.0.2.1", now); r != "" {
 		t.Errorf("fresh certificates: %q", r)
 	}
+	// A node joined before the provisioner had an identity asks again.
+	_ = os.Remove(filepath.Join(dir, "client-local-path-provisioner.crt"))
+	if r := needCerts(dir, ca.CertPEM, "n1", nil, "192.0.2.1", now); !strings.Contains(r, "client-local-path-provisioner.crt") {
+		t.Errorf("no provisioner certificate: %q", r)
+	}
+	issue("n1", "192.0.2.1")
 	if r := needCerts(dir, ca.CertPEM, "n2", nil, "192.0.2.1", now); !strings.Contains(r, "is for system:node:n1") {
 		t.Errorf("another node's: %q", r)
 	}
@@ -124,5 +140,55 @@ func TestNeedCerts(t *testing.T) {
 	// Certificates last a year: 300 days on, they are due for renewal.
 	if r := needCerts(dir, ca.CertPEM, "n1", nil, "192.0.2.1", now.Add(300*24*time.Hour)); !strings.Contains(r, "client-kubelet.crt expires") {
 		t.Errorf("within 90 days of expiry: %q", r)
+	}
+}
+
+// TestRequestCerts asks the real join handler for the four certificates
+// and writes them with their kubeconfigs.
+func TestRequestCerts(t *testing.T) {
+	ca, err := pki.LoadOrCreateCA(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := join.New(join.Config{CA: ca, Client: fake.NewClientset(), AgentSecret: "agent-secret"})
+	ts := httptest.NewServer(h)
+	defer ts.Close()
+	c := &client{server: ts.URL, http: ts.Client(), user: join.NodeUser, pass: "agent-secret"}
+	dir := t.TempDir()
+	if err := requestCerts(t.Context(), c, dir, "n1", "pw", nil, "192.0.2.1"); err != nil {
+		t.Fatal(err)
+	}
+	if r := needCerts(dir, ca.CertPEM, "n1", nil, "192.0.2.1", time.Now()); r != "" {
+		t.Errorf("after the request: %q", r)
+	}
+	for file, cn := range map[string]string{
+		kubeletCert: "system:node:n1", servingCert: "system:node:n1", proxyCert: config.ProxyUser, provisionerCert: config.LocalPathProvisionerUser,
+	} {
+		b, _ := os.ReadFile(filepath.Join(dir, file))
+		p, _ := pem.Decode(b)
+		if p == nil {
+			t.Fatalf("%s: no PEM", file)
+		}
+		cert, err := x509.ParseCertificate(p.Bytes)
+		if err != nil || cert.Subject.CommonName != cn {
+			t.Errorf("%s: %v %v, want CN %s", file, cert.Subject, err, cn)
+		}
+	}
+	rc, err := writeKubeconfig(dir, provisionerConfig, "https://192.0.2.1:6443", ca.CertPEM, provisionerCert, provisionerKey)
+	if err != nil || rc.Host != "https://192.0.2.1:6443" || len(rc.CertData) == 0 && rc.CertFile == "" {
+		t.Errorf("provisioner kubeconfig: %+v, %v", rc, err)
+	}
+
+	// A server older than the agent issues no provisioner certificate:
+	// joining stops with a reason rather than writing an empty one.
+	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(join.CertResponse{KubeletCert: "x", ServingCert: "x", ProxyCert: "x"})
+	}))
+	defer old.Close()
+	c = &client{server: old.URL, http: old.Client(), user: join.NodeUser, pass: "agent-secret"}
+	err = requestCerts(t.Context(), c, t.TempDir(), "n1", "pw", nil, "")
+	var p permanent
+	if !errors.As(err, &p) || !strings.Contains(err.Error(), "upgrade the server first") {
+		t.Errorf("older server: %v", err)
 	}
 }

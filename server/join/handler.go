@@ -60,10 +60,14 @@ type CertRequest struct {
 	Hostnames    []string `json:"hostnames,omitempty"` // the kubelet serving certificate's DNS names, besides NodeName
 	Addresses    []string `json:"addresses,omitempty"` // its IPs
 	// PEM certificate requests: the kubelet's client key, its serving
-	// key, and the service proxy's client key.
-	KubeletCSR string `json:"kubeletCSR"`
-	ServingCSR string `json:"servingCSR"`
-	ProxyCSR   string `json:"proxyCSR"`
+	// key, the service proxy's client key and the local-path
+	// provisioner's client key. ProvisionerCSR is optional: an agent
+	// older than the server (servers are upgraded first) sends none and
+	// gets no provisioner certificate.
+	KubeletCSR     string `json:"kubeletCSR"`
+	ServingCSR     string `json:"servingCSR"`
+	ProxyCSR       string `json:"proxyCSR"`
+	ProvisionerCSR string `json:"provisionerCSR,omitempty"`
 }
 
 // CertResponse holds the signed certificates, PEM.
@@ -71,6 +75,9 @@ type CertResponse struct {
 	KubeletCert string `json:"kubeletCert"` // CN system:node:<name>, O system:nodes
 	ServingCert string `json:"servingCert"`
 	ProxyCert   string `json:"proxyCert"` // CN system:kube-proxy
+	// ProvisionerCert is CN system:kelp-local-path-provisioner, the
+	// node's local-path provisioner (only if asked for).
+	ProvisionerCert string `json:"provisionerCert,omitempty"`
 }
 
 // Config is what the join endpoints need.
@@ -208,8 +215,9 @@ func badRequest(format string, args ...any) error {
 	return &httpError{http.StatusBadRequest, fmt.Sprintf(format, args...)}
 }
 
-// issue checks the request and the node password, then signs the three
-// certificates.
+// issue checks the request and the node password, then signs the
+// certificates: the kubelet's client and serving ones, the proxy's, and
+// the local-path provisioner's if the agent asked for it.
 func (h *Handler) issue(ctx context.Context, req CertRequest) (*CertResponse, error) {
 	// The password Secret's name, longer, must be a valid name too.
 	if req.NodeName == "" || len(validation.IsDNS1123Subdomain(req.NodeName)) > 0 ||
@@ -236,8 +244,11 @@ func (h *Handler) issue(ctx context.Context, req CertRequest) (*CertResponse, er
 		}
 		ips = append(ips, ip)
 	}
-	keys := make([]any, 3)
-	for i, csr := range []string{req.KubeletCSR, req.ServingCSR, req.ProxyCSR} {
+	keys := make([]any, 4)
+	for i, csr := range []string{req.KubeletCSR, req.ServingCSR, req.ProxyCSR, req.ProvisionerCSR} {
+		if i == 3 && csr == "" {
+			break
+		}
 		var err error
 		if keys[i], err = publicKey(csr); err != nil {
 			return nil, badRequest("certificate request %d: %v", i+1, err)
@@ -258,7 +269,15 @@ func (h *Handler) issue(ctx context.Context, req CertRequest) (*CertResponse, er
 	if err != nil {
 		return nil, err
 	}
-	return &CertResponse{KubeletCert: string(kubelet), ServingCert: string(serving), ProxyCert: string(proxy)}, nil
+	resp := &CertResponse{KubeletCert: string(kubelet), ServingCert: string(serving), ProxyCert: string(proxy)}
+	if keys[3] != nil {
+		provisioner, err := h.cfg.CA.SignClient(keys[3], config.LocalPathProvisionerUser, nil)
+		if err != nil {
+			return nil, err
+		}
+		resp.ProvisionerCert = string(provisioner)
+	}
+	return resp, nil
 }
 
 // publicKey is the key of a PEM certificate request whose signature

@@ -105,7 +105,7 @@ func parseCert(t *testing.T, s string) *x509.Certificate {
 func TestHandlerCerts(t *testing.T) {
 	h, client := newTestHandler(t, time.Now())
 	req := CertRequest{NodeName: "node-2", NodePassword: "pw-a", Hostnames: []string{"host-2"}, Addresses: []string{"192.0.2.2"},
-		KubeletCSR: csr(t), ServingCSR: csr(t), ProxyCSR: csr(t)}
+		KubeletCSR: csr(t), ServingCSR: csr(t), ProxyCSR: csr(t), ProvisionerCSR: csr(t)}
 	w := call(h, "POST", CertsPath, "agent-secret", req)
 	if w.Code != 200 {
 		t.Fatalf("certs: %d %s", w.Code, w.Body)
@@ -124,11 +124,15 @@ func TestHandlerCerts(t *testing.T) {
 	if proxy.Subject.CommonName != "system:kube-proxy" || len(proxy.Subject.Organization) != 0 {
 		t.Errorf("proxy cert subject %v", proxy.Subject)
 	}
+	provisioner := parseCert(t, resp.ProvisionerCert)
+	if provisioner.Subject.CommonName != "system:kelp-local-path-provisioner" || len(provisioner.Subject.Organization) != 0 {
+		t.Errorf("provisioner cert subject %v", provisioner.Subject)
+	}
 	if strings.Join(serving.DNSNames, ",") != "node-2,host-2" || len(serving.IPAddresses) != 1 || serving.IPAddresses[0].String() != "192.0.2.2" ||
 		serving.ExtKeyUsage[0] != x509.ExtKeyUsageServerAuth {
 		t.Errorf("serving cert %v %v %v", serving.DNSNames, serving.IPAddresses, serving.ExtKeyUsage)
 	}
-	for _, c := range []*x509.Certificate{kubelet, serving, proxy} {
+	for _, c := range []*x509.Certificate{kubelet, serving, proxy, provisioner} {
 		if err := c.CheckSignatureFrom(h.cfg.CA.Cert); err != nil {
 			t.Errorf("%s: %v", c.Subject, err)
 		}
@@ -146,10 +150,11 @@ func TestHandlerCerts(t *testing.T) {
 		t.Errorf("taken name: %d %s", w.Code, w.Body)
 	}
 	for name, mutate := range map[string]func(*CertRequest){
-		"bad node name": func(r *CertRequest) { r.NodeName = "Node_2" },
-		"no password":   func(r *CertRequest) { r.NodeName, r.NodePassword = "node-3", "" },
-		"bad address":   func(r *CertRequest) { r.NodeName, r.Addresses = "node-3", []string{"nope"} },
-		"bad CSR":       func(r *CertRequest) { r.NodeName, r.ProxyCSR = "node-3", "junk" },
+		"bad node name":       func(r *CertRequest) { r.NodeName = "Node_2" },
+		"no password":         func(r *CertRequest) { r.NodeName, r.NodePassword = "node-3", "" },
+		"bad address":         func(r *CertRequest) { r.NodeName, r.Addresses = "node-3", []string{"nope"} },
+		"bad CSR":             func(r *CertRequest) { r.NodeName, r.ProxyCSR = "node-3", "junk" },
+		"bad provisioner CSR": func(r *CertRequest) { r.NodeName, r.ProvisionerCSR = "node-3", "junk" },
 	} {
 		r := req
 		r.NodePassword = "pw-c"
@@ -160,5 +165,19 @@ func TestHandlerCerts(t *testing.T) {
 	}
 	if w := call(h, "POST", CertsPath, "wrong", req); w.Code != 401 {
 		t.Errorf("certs with a wrong secret: %d", w.Code)
+	}
+	// An agent older than the server asks for no provisioner certificate
+	// and gets the other three.
+	old := CertRequest{NodeName: "node-4", NodePassword: "pw-d", KubeletCSR: csr(t), ServingCSR: csr(t), ProxyCSR: csr(t)}
+	w = call(h, "POST", CertsPath, "agent-secret", old)
+	if w.Code != 200 {
+		t.Fatalf("certs for an older agent: %d %s", w.Code, w.Body)
+	}
+	var oldResp CertResponse
+	if err := json.Unmarshal(w.Body.Bytes(), &oldResp); err != nil {
+		t.Fatal(err)
+	}
+	if oldResp.ProvisionerCert != "" || strings.Contains(w.Body.String(), "provisionerCert") || parseCert(t, oldResp.ProxyCert) == nil {
+		t.Errorf("older agent's answer: %s", w.Body)
 	}
 }
