@@ -40,6 +40,7 @@ import (
 	"k8s.io/kubectl/pkg/util/podutils"
 
 	"github.com/kelp-project/kelp/server/controllers"
+	"github.com/kelp-project/kelp/server/controllers/history"
 )
 
 const (
@@ -75,6 +76,7 @@ type Controller struct {
 	podLister  corelisters.PodLister
 	nodeLister corelisters.NodeLister
 	revLister  appslisters.ControllerRevisionLister
+	history    history.Store
 	synced     []cache.InformerSynced
 
 	queue         workqueue.TypedRateLimitingInterface[string]
@@ -99,6 +101,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 		podLister:     podInf.Lister(),
 		nodeLister:    nodeInf.Lister(),
 		revLister:     revInf.Lister(),
+		history:       history.Store{Client: client, Lister: revInf.Lister()},
 		synced:        []cache.InformerSynced{dsInf.Informer().HasSynced, podInf.Informer().HasSynced, nodeInf.Informer().HasSynced, revInf.Informer().HasSynced},
 		queue:         controllers.NewQueue("daemonset"),
 		expectations:  controllers.NewExpectations(nil),
