@@ -61,7 +61,7 @@ func BenchmarkScheduleAlgorithm100Nodes(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		pi := pods[i%len(pods)]
-		if _, err := s.schedulePod(pi); err != nil {
+		if _, _, err := s.schedulePod(pi); err != nil {
 			b.Fatal(err)
 		}
 		if i%len(pods) == len(pods)-1 {

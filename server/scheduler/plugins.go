@@ -46,6 +46,7 @@ type podState struct {
 	info             *podInfo
 	requiredAffinity nodeaffinity.RequiredNodeAffinity
 	preferred        *nodeaffinity.PreferredSchedulingTerms
+	volumes          *podVolumes // nil: the pod names no claims
 }
 
 func newPodState(pi *podInfo) *podState {
@@ -125,6 +126,12 @@ func runFilters(ps *podState, ni *nodeInfo) *filterStatus {
 	// NodeResourcesFit
 	if reasons := fitResources(ps.info, ni); len(reasons) > 0 {
 		return &filterStatus{reasons: reasons}
+	}
+	// VolumeBinding
+	if ps.volumes != nil {
+		if st := ps.volumes.filter(node); st != nil {
+			return st
+		}
 	}
 	return nil
 }

@@ -6,7 +6,8 @@
 // Filters, in upstream order, first failure wins: NodeUnschedulable,
 // NodeName, TaintToleration (NoSchedule/NoExecute), NodeAffinity
 // (nodeSelector + required affinity), NodePorts, NodeResourcesFit (pods,
-// cpu, memory, ephemeral-storage, extended resources). A Ready condition of
+// cpu, memory, ephemeral-storage, extended resources), VolumeBinding
+// (volumebinding.go). A Ready condition of
 // False/Unknown counts as the node.kubernetes.io/not-ready or
 // .../unreachable NoSchedule taint, which upstream's node lifecycle
 // controller would add (so tolerating pods still fit); a node with no Ready
@@ -19,14 +20,32 @@
 // default hostname PodTopologySpread constraint; zones are not considered).
 // The best node wins, ties broken uniformly at random.
 //
+// VolumeBinding, as upstream's: PreFilter rejects a pod on every node when
+// a claim it names (persistentVolumeClaim volumes, generic ephemeral
+// volumes' "<pod>-<volume>") is missing, lost, being deleted, or unbound
+// with an Immediate class. Filter checks a bound claim's PV node affinity;
+// an unbound WaitForFirstConsumer claim fits a node where an Available PV
+// matches it (FindMatchingVolume; never one PV for two claims) or where
+// its class can provision (a provisioner other than
+// kubernetes.io/no-provisioner, allowedTopologies matching). Reserve
+// assumes the choice in memory; PreBind, in the bind goroutine (holding no
+// binding slot), writes the PV's claimRef or the claim's selected-node
+// annotation, then waits on the PVC/PV informers, up to 600 s, until every
+// claim is Bound to a PV naming it; only then is the pod bound. A failure
+// unreserves and requeues the pod. PVC, PV and StorageClass adds and
+// updates requeue unschedulable pods.
+//
 // Not implemented: preemption (the FailedScheduling message reports
 // upstream's PostFilter text for the no-victims case), inter-pod
-// (anti-)affinity, explicit topologySpreadConstraints, volume plugins,
-// image locality, nominated nodes, percentageOfNodesToScore.
+// (anti-)affinity, explicit topologySpreadConstraints, the other volume
+// plugins (VolumeRestrictions, VolumeZone, NodeVolumeLimits), storage
+// capacity (CSIStorageCapacity) checks and volume scoring, image
+// locality, nominated nodes, percentageOfNodesToScore.
 package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand"
 	"reflect"
@@ -69,8 +88,9 @@ type Scheduler struct {
 	podLister corelisters.PodLister
 	synced    []toolscache.InformerSynced
 
-	cache *cache
-	queue *schedulingQueue
+	cache   *cache
+	queue   *schedulingQueue
+	volumes *volumeBinder
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
@@ -111,7 +131,9 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 		UpdateFunc: s.onNodeUpdate,
 		DeleteFunc: s.onNodeDelete,
 	})
-	s.synced = []toolscache.InformerSynced{podInf.Informer().HasSynced, nodeInf.Informer().HasSynced}
+	var volumeSynced []toolscache.InformerSynced
+	s.volumes, volumeSynced = newVolumeBinder(client, factory, s.podLister, s.queue.moveAllUnschedulable)
+	s.synced = append([]toolscache.InformerSynced{podInf.Informer().HasSynced, nodeInf.Informer().HasSynced}, volumeSynced...)
 	return s
 }
 
@@ -205,6 +227,9 @@ func (s *Scheduler) onPodDelete(obj any) {
 		return
 	}
 	s.queue.delete(podKey(pod))
+	if s.volumes != nil {
+		s.volumes.signal() // a pod waiting for its volumes stops waiting
+	}
 	if s.cache.isAccounted(pod.UID) {
 		s.cache.removePod(pod.UID)
 		s.queue.moveAllUnschedulable()
@@ -265,6 +290,9 @@ type fitError struct {
 	numNodes int
 	statuses map[string]*filterStatus // node -> failure
 	pod      *v1.Pod
+	// preFilterMsg is a PreFilter rejection (UnschedulableAndUnresolvable
+	// on every node), reported instead of the per-node reasons.
+	preFilterMsg string
 }
 
 func histogram(counts map[string]int) string {
@@ -286,6 +314,10 @@ func (e *fitError) Error() string {
 	if e.numNodes == 0 {
 		return noNodesAvailable
 	}
+	if e.preFilterMsg != "" {
+		return fmt.Sprintf("0/%d nodes are available: %s. %s.", e.numNodes, e.preFilterMsg,
+			e.postFilterMsg(map[string]int{preemptionNotHelpful: e.numNodes}))
+	}
 	reasons := map[string]int{}
 	preempt := map[string]int{}
 	for _, st := range e.statuses {
@@ -299,19 +331,23 @@ func (e *fitError) Error() string {
 		}
 	}
 	msg := fmt.Sprintf("0/%d nodes are available: %s.", e.numNodes, histogram(reasons))
-	var post string
-	if p := e.pod.Spec.PreemptionPolicy; p != nil && *p == v1.PreemptNever {
-		post = preemptionPolicyNever
-	} else {
-		post = fmt.Sprintf("preemption: 0/%d nodes are available: %s.", e.numNodes, histogram(preempt))
-	}
-	return msg + " " + post + "."
+	return msg + " " + e.postFilterMsg(preempt) + "."
 }
 
-// schedulePod runs filter and score under the cache lock and, on success,
-// assumes the pod on the chosen node. It returns the node name or a
-// *fitError.
-func (s *Scheduler) schedulePod(pi *podInfo) (string, error) {
+// postFilterMsg is the default preemption PostFilter's message.
+func (e *fitError) postFilterMsg(preempt map[string]int) string {
+	if p := e.pod.Spec.PreemptionPolicy; p != nil && *p == v1.PreemptNever {
+		return preemptionPolicyNever
+	}
+	return fmt.Sprintf("preemption: 0/%d nodes are available: %s.", e.numNodes, histogram(preempt))
+}
+
+// schedulePod runs prefilter, filter and score under the cache lock and,
+// on success, reserves: assumes the pod on the chosen node and, for a pod
+// whose claims need binding, the volume plan its bind goroutine carries
+// out. It returns the node name and plan, or a *fitError (no node fits),
+// or another error (an internal one, as upstream's Error status).
+func (s *Scheduler) schedulePod(pi *podInfo) (string, *volumePlan, error) {
 	ps := newPodState(pi)
 	s.cache.mu.Lock()
 	defer s.cache.mu.Unlock()
@@ -324,7 +360,20 @@ func (s *Scheduler) schedulePod(pi *podInfo) (string, error) {
 	}
 	fe := &fitError{numNodes: len(all), statuses: map[string]*filterStatus{}, pod: pi.pod}
 	if len(all) == 0 {
-		return "", fe
+		return "", nil, fe
+	}
+	// PreFilter (VolumeBinding; the other plugins' PreFilters cannot
+	// reject here).
+	if claims := podClaims(pi.pod); claims != nil && s.volumes != nil {
+		vols, msg, err := s.volumes.preFilter(pi.pod, claims)
+		if err != nil {
+			return "", nil, fmt.Errorf("running PreFilter plugin %q: %w", volumeBindingPlugin, err)
+		}
+		if msg != "" {
+			fe.preFilterMsg = msg
+			return "", nil, fe
+		}
+		ps.volumes = vols
 	}
 	feasible := make([]*nodeInfo, 0, len(all))
 	for _, ni := range all {
@@ -335,7 +384,7 @@ func (s *Scheduler) schedulePod(pi *podInfo) (string, error) {
 		feasible = append(feasible, ni)
 	}
 	if len(feasible) == 0 {
-		return "", fe
+		return "", nil, fe
 	}
 	chosen := feasible[0]
 	if len(feasible) > 1 {
@@ -355,8 +404,15 @@ func (s *Scheduler) schedulePod(pi *podInfo) (string, error) {
 		}
 		s.rngMu.Unlock()
 	}
+	var plan *volumePlan
+	if ps.volumes != nil {
+		var err error
+		if plan, err = ps.volumes.reserve(chosen.node); err != nil {
+			return "", nil, fmt.Errorf("running Reserve plugin %q: %w", volumeBindingPlugin, err)
+		}
+	}
 	s.cache.assumeLocked(pi, chosen.node.Name)
-	return chosen.node.Name, nil
+	return chosen.node.Name, plan, nil
 }
 
 func (s *Scheduler) scheduleOne(ctx context.Context, qp *queuedPod) {
@@ -368,10 +424,31 @@ func (s *Scheduler) scheduleOne(ctx context.Context, qp *queuedPod) {
 	}
 	qp.pod = pod
 	pi := newPodInfo(pod)
-	node, err := s.schedulePod(pi)
+	node, plan, err := s.schedulePod(pi)
 	if err != nil {
-		s.recordFailure(ctx, pod, err.Error(), v1.PodReasonUnschedulable)
-		s.queue.requeue(qp, true)
+		var fe *fitError
+		if errors.As(err, &fe) {
+			s.recordFailure(ctx, pod, err.Error(), v1.PodReasonUnschedulable)
+			s.queue.requeue(qp, true)
+			return
+		}
+		s.recordFailure(ctx, pod, err.Error(), v1.PodReasonSchedulerError)
+		s.queue.requeue(qp, false)
+		return
+	}
+	if plan != nil {
+		// The volume wait may take minutes: it holds no binding slot, and
+		// the loop goes on with the next pod.
+		s.bindWG.Add(1)
+		go func() {
+			defer s.bindWG.Done()
+			if !s.bindVolumes(ctx, qp, pod, plan) {
+				return
+			}
+			s.binding <- struct{}{}
+			defer func() { <-s.binding }()
+			s.bind(ctx, qp, pod, node)
+		}()
 		return
 	}
 	s.bindWG.Add(1)
@@ -380,6 +457,28 @@ func (s *Scheduler) scheduleOne(ctx context.Context, qp *queuedPod) {
 		defer func() { <-s.binding; s.bindWG.Done() }()
 		s.bind(ctx, qp, pod, node)
 	}()
+}
+
+// bindVolumes runs VolumeBinding's PreBind for an assumed pod. On failure
+// it unreserves (the volume assumptions and the pod's placement), records
+// the failure and requeues the pod, and reports false. The volume
+// assumptions go in any case: afterwards the informers show what was
+// written.
+func (s *Scheduler) bindVolumes(ctx context.Context, qp *queuedPod, pod *v1.Pod, plan *volumePlan) bool {
+	defer s.volumes.unreserve(plan)
+	err := s.volumes.bind(ctx, plan)
+	if err == nil {
+		return true
+	}
+	s.cache.forget(pod.UID)
+	if errors.Is(err, errPodGone) || ctx.Err() != nil { // deleted, or shutting down
+		s.queue.done(qp)
+		return false
+	}
+	klog.V(2).InfoS("binding volumes failed", "pod", klog.KObj(pod), "node", plan.node.Name, "err", err)
+	s.recordFailure(ctx, pod, fmt.Sprintf("running PreBind plugin %q: %v", volumeBindingPlugin, err), v1.PodReasonSchedulerError)
+	s.queue.requeue(qp, false)
+	return false
 }
 
 func (s *Scheduler) bind(ctx context.Context, qp *queuedPod, pod *v1.Pod, node string) {
