@@ -236,6 +236,18 @@ func (g storeGetter) Get(ctx context.Context, namespace, name string) (runtime.O
 	return sv.store.Get(ctx, key)
 }
 
+func (g storeGetter) List(ctx context.Context, namespace string) ([]runtime.Object, error) {
+	sv, ok := g.s.resources[g.gvr]
+	if !ok {
+		return nil, fmt.Errorf("admission: %s is not served", g.gvr)
+	}
+	res, err := sv.store.List(ctx, storage.ListOptions{Namespace: namespace, ResourceVersion: "0"})
+	if err != nil {
+		return nil, err
+	}
+	return res.Items, nil
+}
+
 // RewriteStored writes every stored object of the resources match selects
 // again, through the storage's compare-and-swap updates: re-encryption
 // after a key rotation. It returns how many objects it saw.

@@ -40,9 +40,11 @@ type Validating interface {
 
 // ObjectGetter reads one object of a resource, from the watch cache when
 // it has it and from storage otherwise (an object created a moment ago may
-// not have reached the cache).
+// not have reached the cache), or lists a namespace's objects ("" for all)
+// from the watch cache.
 type ObjectGetter interface {
 	Get(ctx context.Context, namespace, name string) (runtime.Object, error)
+	List(ctx context.Context, namespace string) ([]runtime.Object, error)
 }
 
 // Config is what the built-in plugins need.
@@ -67,7 +69,8 @@ type Chain struct {
 func New(cfg Config) *Chain {
 	return &Chain{
 		mutating: []Mutating{newServiceAccount(cfg.Getter(serviceAccountsGVR)),
-			defaultTolerationSeconds{notReady: cfg.DefaultNotReadyTolerationSeconds, unreachable: cfg.DefaultUnreachableTolerationSeconds}},
+			defaultTolerationSeconds{notReady: cfg.DefaultNotReadyTolerationSeconds, unreachable: cfg.DefaultUnreachableTolerationSeconds},
+			defaultStorageClass{classes: cfg.Getter(storageClassesResource)}, storageObjectInUseProtection{}},
 		// NodeRestriction first: a node's write to what is not its own is
 		// refused before anything is looked up for it.
 		validating: []Validating{nodeRestriction{pods: cfg.Getter(podsResource)}, rbacEscalation{check: cfg.Escalation},

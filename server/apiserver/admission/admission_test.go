@@ -38,6 +38,14 @@ func (f *fakeNamespaces) Get(_ context.Context, namespace, name string) (runtime
 	return nil, apierrors.NewNotFound(corev1.Resource("namespaces"), name)
 }
 
+func (f *fakeNamespaces) List(context.Context, string) ([]runtime.Object, error) {
+	var out []runtime.Object
+	for _, ns := range f.items {
+		out = append(out, ns.DeepCopy())
+	}
+	return out, f.err
+}
+
 // fakeObjects is an ObjectGetter over objects keyed namespace/name that
 // counts its lookups.
 type fakeObjects struct {
@@ -51,6 +59,16 @@ func (f *fakeObjects) Get(_ context.Context, namespace, name string) (runtime.Ob
 		return o.DeepCopyObject(), nil
 	}
 	return nil, apierrors.NewNotFound(schema.GroupResource{}, name)
+}
+
+func (f *fakeObjects) List(_ context.Context, namespace string) ([]runtime.Object, error) {
+	var out []runtime.Object
+	for key, o := range f.items {
+		if ns, _, _ := strings.Cut(key, "/"); namespace == "" || ns == namespace {
+			out = append(out, o.DeepCopyObject())
+		}
+	}
+	return out, nil
 }
 
 // testAccounts are the ServiceAccounts the chains of these tests see:
@@ -78,6 +96,8 @@ func newChain(t *testing.T, ns *fakeNamespaces) *Chain {
 			case corev1.SchemeGroupVersion.WithResource("serviceaccounts"):
 				return accounts
 			case corev1.SchemeGroupVersion.WithResource("pods"):
+				return &fakeObjects{}
+			case storageClassesResource:
 				return &fakeObjects{}
 			}
 			t.Errorf("getter asked for %s", gvr)

@@ -20,6 +20,8 @@ func (namespaceGetter) Get(_ context.Context, _, name string) (runtime.Object, e
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, nil
 }
 
+func (namespaceGetter) List(context.Context, string) ([]runtime.Object, error) { return nil, nil }
+
 // The validating chain refuses a binding its writer could not grant, on
 // create and update, and leaves deletes alone.
 func TestRBACEscalationInChain(t *testing.T) {
