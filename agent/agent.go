@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/kelp-project/kelp/agent/kubelet"
+	"github.com/kelp-project/kelp/agent/localpath"
 	"github.com/kelp-project/kelp/config"
 	"github.com/kelp-project/kelp/embedded/containerd"
 	"github.com/kelp-project/kelp/netplane/dns"
@@ -86,10 +87,12 @@ func (c Config) paths() (agentDir, runDir, containerdSocket string) {
 }
 
 // Credentials are the agent's identities towards the API server: the
-// kubelet's (system:node:<name>) and the service proxy's and DNS's
-// (system:kube-proxy). A nil Proxy uses Node's (a kubeconfig given by hand).
+// kubelet's (system:node:<name>), the service proxy's and DNS's
+// (system:kube-proxy) and the local-path provisioner's
+// (config.LocalPathProvisionerUser). A nil Proxy or Provisioner uses
+// Node's (a kubeconfig given by hand).
 type Credentials struct {
-	Node, Proxy *rest.Config
+	Node, Proxy, Provisioner *rest.Config
 }
 
 // Run runs the agent until ctx ends. containerd and the pods keep running
@@ -167,7 +170,31 @@ func Run(ctx context.Context, cfg Config, creds Credentials) error {
 	if err := startNetplane(ctx, cfg, proxyClient); err != nil {
 		return err
 	}
+	// The provisioner's identity writes PersistentVolumes, which the
+	// node's may not.
+	provisionerClient := kubernetes.Interface(client)
+	if creds.Provisioner != nil {
+		if provisionerClient, err = kubernetes.NewForConfig(creds.Provisioner); err != nil {
+			return err
+		}
+	}
+	stopProvisioner := startProvisioner(ctx, cfg, provisionerClient)
+	defer stopProvisioner()
 	return k.Run(ctx)
+}
+
+// startProvisioner runs the node's local-path provisioner on its own
+// informers, recording Events as itself; the returned func stops the
+// recording.
+func startProvisioner(ctx context.Context, cfg Config, client kubernetes.Interface) func() {
+	factory := informers.NewSharedInformerFactory(client, 0)
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: localpath.EventComponent(cfg.NodeName), Host: cfg.NodeName})
+	p := localpath.New(localpath.Config{NodeName: cfg.NodeName, DataDir: cfg.DataDir}, client, factory, recorder)
+	factory.Start(ctx.Done())
+	go p.Run(ctx)
+	return broadcaster.Shutdown
 }
 
 // startNetplane runs the service proxy and the cluster DNS, each a client

@@ -93,7 +93,7 @@ func runAgent(ctx context.Context, o *agentOptions) error {
 	}
 	logrus.Infof("joined %s as node %s", o.server, ac.NodeName)
 	joined(&ac, res)
-	return agent.Run(ctx, ac, agent.Credentials{Node: res.Node, Proxy: res.Proxy})
+	return agent.Run(ctx, ac, agent.Credentials{Node: res.Node, Proxy: res.Proxy, Provisioner: res.Provisioner})
 }
 
 // validate checks that the agent has one way to reach the API, and reads

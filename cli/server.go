@@ -157,7 +157,7 @@ func runServer(ctx context.Context, o *serverOptions) error {
 		// one-command cluster that was asked for.
 		agentErr := make(chan error, 1)
 		s.Go("agent", func(ctx context.Context) error {
-			err := agent.Run(ctx, ac, agent.Credentials{Node: s.NodeConfig, Proxy: s.ProxyConfig})
+			err := agent.Run(ctx, ac, agent.Credentials{Node: s.NodeConfig, Proxy: s.ProxyConfig, Provisioner: s.ProvisionerConfig})
 			if err != nil && ctx.Err() == nil {
 				agentErr <- err
 				stop()

@@ -101,6 +101,9 @@ type Server struct {
 	// ProxyConfig is the local service proxy's and DNS's identity
 	// (system:kube-proxy).
 	ProxyConfig *rest.Config
+	// ProvisionerConfig is the local node's local-path provisioner's
+	// identity (config.LocalPathProvisionerUser).
+	ProvisionerConfig *rest.Config
 
 	done context.Context // Start's: its end starts the shutdown
 	// clients is the context of the API clients (the control loops and
@@ -170,6 +173,9 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	if s.ProxyConfig, err = s.CA.RESTConfig(s.URL, config.ProxyUser, nil); err != nil {
+		return nil, err
+	}
+	if s.ProvisionerConfig, err = s.CA.RESTConfig(s.URL, config.LocalPathProvisionerUser, nil); err != nil {
 		return nil, err
 	}
 	logrus.Infof("kelp server ready in %s: API at %s, kubeconfig %s", time.Since(start).Round(time.Millisecond), s.URL, cfg.WriteKubeconfig)
