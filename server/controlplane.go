@@ -23,7 +23,10 @@ import (
 	"github.com/kelp-project/kelp/server/controllers/nodeipam"
 	"github.com/kelp-project/kelp/server/controllers/nodelifecycle"
 	"github.com/kelp-project/kelp/server/controllers/nodepassword"
+	"github.com/kelp-project/kelp/server/controllers/persistentvolume"
 	"github.com/kelp-project/kelp/server/controllers/podgc"
+	"github.com/kelp-project/kelp/server/controllers/pvcprotection"
+	"github.com/kelp-project/kelp/server/controllers/pvprotection"
 	"github.com/kelp-project/kelp/server/controllers/replicaset"
 	"github.com/kelp-project/kelp/server/controllers/serviceaccount"
 	"github.com/kelp-project/kelp/server/controllers/servicelb"
@@ -102,6 +105,9 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 		go clusterroleaggregation.New(t.Client, t.Informer).Run(ctx, 1)
 		go disruption.New(t.Client, t.Informer, t.Recorder("disruption-controller")).Run(ctx, 2)
 		go podgc.New(t.Client, t.Informer, cfg.PodGC).Run(ctx)
+		go persistentvolume.New(t.Client, t.Informer, t.Recorder("persistentvolume-controller")).Run(ctx)
+		go pvcprotection.New(t.Client, t.Informer).Run(ctx, 1)
+		go pvprotection.New(t.Client, t.Informer).Run(ctx, 1)
 		go dns.EnsureService(ctx, t.Client, cfg.ClusterDNS)
 		return nil
 	})

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -249,28 +248,5 @@ func TestKubectlGetWatch(t *testing.T) {
 	joined := strings.Join(names, ",")
 	if !strings.Contains(joined, "watched") || !strings.Contains(joined, "second") {
 		t.Errorf("get -w rows %v", names)
-	}
-}
-
-// A kind kelp serves but nothing acts on yet says so when it is created,
-// through a POST and through server-side apply alike.
-func TestKindsNothingActsOnWarn(t *testing.T) {
-	s := startServer(t)
-	pvc := `apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {name: %s}
-spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
-`
-	for _, args := range [][]string{{"create", "-f", "-"}, {"apply", "--server-side", "-f", "-"}} {
-		out, err := s.kubectlIn(fmt.Sprintf(pvc, "claim-"+args[0]), nil, args...)
-		if err != nil {
-			t.Fatalf("%v: %v\n%s", args, err, out)
-		}
-		if !strings.Contains(out, "Warning: kelp stores PersistentVolumeClaims but does not bind or provision them yet") {
-			t.Errorf("kubectl %v printed no warning:\n%s", args, out)
-		}
-	}
-	if out := s.mustKubectl("create", "configmap", "plain"); strings.Contains(out, "Warning") {
-		t.Errorf("a kind acted on warned:\n%s", out)
 	}
 }

@@ -62,8 +62,7 @@ func persistentVolumeClaims() *Resource {
 	return &Resource{
 		GVR: gvr("", "v1", "persistentvolumeclaims"), Kind: "PersistentVolumeClaim", Singular: "persistentvolumeclaim", ShortNames: []string{"pvc"}, Namespaced: true,
 		New: func() runtime.Object { return &corev1.PersistentVolumeClaim{} }, NewList: func() runtime.Object { return &corev1.PersistentVolumeClaimList{} },
-		Status:       true,
-		NoController: "kelp stores PersistentVolumeClaims but does not bind or provision them yet: this claim stays Pending, and pods using it will not start",
+		Status: true,
 		Strategy: Strategy{
 			Default:              defaulter(defaults.PersistentVolumeClaim),
 			Validate:             validator(validation.PersistentVolumeClaim),
@@ -78,8 +77,7 @@ func persistentVolumes() *Resource {
 	return &Resource{
 		GVR: gvr("", "v1", "persistentvolumes"), Kind: "PersistentVolume", Singular: "persistentvolume", ShortNames: []string{"pv"},
 		New: func() runtime.Object { return &corev1.PersistentVolume{} }, NewList: func() runtime.Object { return &corev1.PersistentVolumeList{} },
-		Status:       true,
-		NoController: "kelp stores PersistentVolumes but does not bind them to claims yet: this volume stays Available",
+		Status: true,
 		Strategy: Strategy{
 			Default:              defaulter(defaults.PersistentVolume),
 			Validate:             validator(validation.PersistentVolume),

@@ -97,6 +97,12 @@ func PersistentVolumeClaimUpdate(newPVC, oldPVC *corev1.PersistentVolumeClaim) f
 	if oldSpec.VolumeName == "" {
 		oldSpec.VolumeName = newSpec.VolumeName
 	}
+	// A claim created without a class may be given one once (upstream's
+	// retroactive default StorageClass, which the PV binder does).
+	if _, beta := oldPVC.Annotations[corev1.BetaStorageClassAnnotation]; !beta && oldSpec.StorageClassName == nil &&
+		newSpec.StorageClassName != nil && *newSpec.StorageClassName != "" {
+		oldSpec.StorageClassName = newSpec.StorageClassName
+	}
 	// Storage may be resized on bound claims; compared separately below.
 	if newPVC.Status.Phase == corev1.ClaimBound && newSpec.Resources.Requests != nil {
 		if q, ok := oldSpec.Resources.Requests[corev1.ResourceStorage]; ok {

@@ -99,3 +99,18 @@ func TestStorageClass(t *testing.T) {
 	expand.AllowVolumeExpansion = ptr.To(true)
 	expectErrors(t, ValidateUpdate(expand, old), nil)
 }
+
+// A claim created without a class may be given one once (the retroactive
+// default StorageClass); a class, once set, stays.
+func TestPVCClassSetOnce(t *testing.T) {
+	old := stored(defaulted(pvc()))
+	given := old.DeepCopy()
+	given.Spec.StorageClassName = ptr.To("local-path")
+	expectErrors(t, ValidateUpdate(given, old), nil)
+	changed := given.DeepCopy()
+	changed.Spec.StorageClassName = ptr.To("fast")
+	expectErrors(t, ValidateUpdate(changed, given), []want{{field.ErrorTypeForbidden, "spec", "spec is immutable after creation"}})
+	noClass := old.DeepCopy()
+	noClass.Spec.StorageClassName = ptr.To("") // asked for no class
+	expectErrors(t, ValidateUpdate(given, noClass), []want{{field.ErrorTypeForbidden, "spec", "spec is immutable after creation"}})
+}
