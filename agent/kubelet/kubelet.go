@@ -118,11 +118,18 @@ type Kubelet struct {
 	// not list them.
 	secrets *objectCache[*corev1.Secret]
 	configs *objectCache[*corev1.ConfigMap]
+	// claims and volumes back persistentVolumeClaim volumes, read per
+	// object the same way (volumes.go).
+	claims  *objectCache[*corev1.PersistentVolumeClaim]
+	volumes *objectCache[*corev1.PersistentVolume]
 	// tokens are the pods' service-account tokens (tokens.go).
 	tokens *tokenManager
 
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
+	// claimPaths are the host paths of each pod's persistentVolumeClaim
+	// volumes, by volume name, as its last sync resolved them.
+	claimPaths map[types.UID]map[string]string
 }
 
 // New builds a kubelet; Run starts it.
@@ -137,7 +144,8 @@ func New(cfg Config, client kubernetes.Interface, rt Runtime, recorder record.Ev
 		cfg.CgroupRoot = config.CgroupRoot
 	}
 	return &Kubelet{cfg: cfg, client: client, runtime: rt, recorder: recorder, machine: nodestatus.Host{DataDir: cfg.DataDir},
-		secrets: secretCache(client), configs: configMapCache(client), tokens: newTokenManager(client), workers: map[types.UID]*podWorker{}}
+		secrets: secretCache(client), configs: configMapCache(client), claims: claimCache(client), volumes: volumeCache(client),
+		tokens: newTokenManager(client), workers: map[types.UID]*podWorker{}, claimPaths: map[types.UID]map[string]string{}}
 }
 
 // Run registers the node, sets up the pod network, and runs pods until
@@ -179,8 +187,9 @@ func (k *Kubelet) Run(ctx context.Context) error {
 		}))
 	// Every API call the kubelet makes is one the Node authorizer allows
 	// its node: its pods through spec.nodeName (above), Services for the
-	// pods' service links (a node may read them all), and Secrets and
-	// ConfigMaps one by one (objects.go).
+	// pods' service links (a node may read them all), and Secrets,
+	// ConfigMaps, PersistentVolumeClaims and PersistentVolumes one by one
+	// (objects.go).
 	others := informers.NewSharedInformerFactory(k.client, 0)
 	podInf := factory.Core().V1().Pods()
 	k.podLister = podInf.Lister()
@@ -275,6 +284,7 @@ func (k *Kubelet) podDeleted(obj any) {
 func (k *Kubelet) forget(uid types.UID) {
 	k.mu.Lock()
 	delete(k.workers, uid)
+	delete(k.claimPaths, uid)
 	k.mu.Unlock()
 	k.tokens.forget(uid)
 }

@@ -50,6 +50,21 @@ func configMapCache(c kubernetes.Interface) *objectCache[*corev1.ConfigMap] {
 	})
 }
 
+func claimCache(c kubernetes.Interface) *objectCache[*corev1.PersistentVolumeClaim] {
+	return newObjectCache(func(ctx context.Context, ns, name string) (*corev1.PersistentVolumeClaim, error) {
+		return c.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+	})
+}
+
+// volumeCache reads PersistentVolumes (cluster-scoped: the namespace is
+// ignored), which the Node authorizer lets a node get when one of its pods
+// uses a claim bound to them.
+func volumeCache(c kubernetes.Interface) *objectCache[*corev1.PersistentVolume] {
+	return newObjectCache(func(ctx context.Context, _, name string) (*corev1.PersistentVolume, error) {
+		return c.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
+	})
+}
+
 // Get returns the object, read again unless the copy held was read less
 // than objectTTL ago and not before notBefore: a pod's first sync passes
 // the time its worker started, so a new pod never starts on a copy read
@@ -101,11 +116,27 @@ func (k *Kubelet) workerStart(pod *corev1.Pod) time.Time {
 	return time.Time{}
 }
 
-// secret and configMap read what pod references, for its env and volumes.
+// secret and configMap read what pod references, for its env and volumes;
+// claim and volume the PersistentVolumeClaims of its volumes and the
+// volumes bound to them.
 func (k *Kubelet) secret(ctx context.Context, pod *corev1.Pod, name string) (*corev1.Secret, error) {
 	return k.secrets.Get(ctx, pod.Namespace, name, k.workerStart(pod))
 }
 
 func (k *Kubelet) configMap(ctx context.Context, pod *corev1.Pod, name string) (*corev1.ConfigMap, error) {
 	return k.configs.Get(ctx, pod.Namespace, name, k.workerStart(pod))
+}
+
+// claim reads a claim again whenever the copy held is not bound yet: the
+// pod waits for its binding, which no pod event announces.
+func (k *Kubelet) claim(ctx context.Context, pod *corev1.Pod, name string) (*corev1.PersistentVolumeClaim, error) {
+	c, err := k.claims.Get(ctx, pod.Namespace, name, k.workerStart(pod))
+	if err == nil && (c.Status.Phase != corev1.ClaimBound || c.Spec.VolumeName == "") {
+		return k.claims.Get(ctx, pod.Namespace, name, time.Now())
+	}
+	return c, err
+}
+
+func (k *Kubelet) volume(ctx context.Context, pod *corev1.Pod, name string) (*corev1.PersistentVolume, error) {
+	return k.volumes.Get(ctx, "", name, k.workerStart(pod))
 }

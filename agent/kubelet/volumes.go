@@ -2,9 +2,11 @@ package kubelet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -27,6 +29,12 @@ func (k *Kubelet) prepareVolumes(ctx context.Context, pod *corev1.Pod) error {
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
 		if err := k.prepareVolume(ctx, pod, v); err != nil {
+			var ce claimError
+			if errors.As(err, &ce) {
+				// Upstream's kubelet says so before it mounts anything.
+				return fmt.Errorf("Unable to attach or mount volumes: unmounted volumes=[%s], unattached volumes=[%s]: error processing PVC %s/%s: %v",
+					v.Name, v.Name, pod.Namespace, v.PersistentVolumeClaim.ClaimName, ce.error)
+			}
 			return fmt.Errorf("MountVolume.SetUp failed for volume %q : %v", v.Name, err)
 		}
 	}
@@ -62,6 +70,8 @@ func (k *Kubelet) prepareVolume(ctx context.Context, pod *corev1.Pod, v *corev1.
 		return nil
 	case v.HostPath != nil:
 		return prepareHostPath(v.HostPath)
+	case v.PersistentVolumeClaim != nil:
+		return k.prepareClaim(ctx, pod, v)
 	case v.ConfigMap != nil:
 		files, err := k.configMapFiles(ctx, pod, v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.Optional, v.ConfigMap.DefaultMode)
 		if err != nil {
@@ -152,6 +162,92 @@ func prepareHostPath(h *corev1.HostPathVolumeSource) error {
 		}
 	}
 	return nil
+}
+
+// claimError is a persistentVolumeClaim volume whose claim cannot be
+// used (yet): missing, not bound, going away.
+type claimError struct{ error }
+
+// prepareClaim resolves a persistentVolumeClaim volume to the host path
+// of the PersistentVolume bound to its claim, which containerMounts then
+// bind-mounts like a hostPath volume. Resolved once per pod: a bound
+// claim's volume never changes, and a running pod keeps its volume while
+// its claim is being deleted (the claim's protection waits for the pod).
+func (k *Kubelet) prepareClaim(ctx context.Context, pod *corev1.Pod, v *corev1.Volume) error {
+	k.mu.Lock()
+	_, done := k.claimPaths[pod.UID][v.Name]
+	k.mu.Unlock()
+	if done {
+		return nil
+	}
+	path, err := k.claimVolumePath(ctx, pod, v.PersistentVolumeClaim.ClaimName)
+	if err != nil {
+		return err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.claimPaths[pod.UID] == nil {
+		k.claimPaths[pod.UID] = map[string]string{}
+	}
+	k.claimPaths[pod.UID][v.Name] = path
+	return nil
+}
+
+// claimVolumePath is where the data of the volume bound to the pod's claim
+// lives on this node: a hostPath or local PersistentVolume's path. The
+// checks and their words are upstream kubelet's.
+func (k *Kubelet) claimVolumePath(ctx context.Context, pod *corev1.Pod, claimName string) (string, error) {
+	claim, err := k.claim(ctx, pod, claimName)
+	switch {
+	case err != nil:
+		return "", claimError{fmt.Errorf("failed to fetch PVC from API server: %v", err)}
+	case claim.DeletionTimestamp != nil && !podStarted(pod):
+		return "", claimError{errors.New("PVC is being deleted")}
+	case claim.Status.Phase != corev1.ClaimBound:
+		return "", claimError{errors.New("PVC is not bound")}
+	case claim.Spec.VolumeName == "":
+		return "", claimError{errors.New("PVC has empty pvc.Spec.VolumeName")}
+	}
+	name := claim.Spec.VolumeName
+	pv, err := k.volume(ctx, pod, name)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("failed to fetch PV %s from API server: %v", name, err)
+	case pv.Spec.ClaimRef == nil:
+		return "", fmt.Errorf("found PV object %s but it has a nil pv.Spec.ClaimRef indicating it is not yet bound to the claim", name)
+	case pv.Spec.ClaimRef.UID != claim.UID:
+		return "", fmt.Errorf("found PV object %s but its pv.Spec.ClaimRef.UID (%s) does not point to claim.UID (%s)", name, pv.Spec.ClaimRef.UID, claim.UID)
+	case pv.Spec.HostPath != nil:
+		if err := prepareHostPath(pv.Spec.HostPath); err != nil {
+			return "", err
+		}
+		return pv.Spec.HostPath.Path, nil
+	case pv.Spec.Local != nil:
+		if fi, err := os.Stat(pv.Spec.Local.Path); err != nil || !fi.IsDir() {
+			return "", fmt.Errorf("local volume %s: path %q is not a directory on this node", name, pv.Spec.Local.Path)
+		}
+		return pv.Spec.Local.Path, nil
+	}
+	return "", fmt.Errorf("PersistentVolume %s: its volume source is unsupported by kelp (only hostPath and local volumes are mounted)", name)
+}
+
+// podStarted reports whether any of pod's containers was ever created: a
+// pod not started yet must not start on a claim being deleted.
+func podStarted(pod *corev1.Pod) bool {
+	for _, s := range append(slices.Clone(pod.Status.InitContainerStatuses), pod.Status.ContainerStatuses...) {
+		if s.ContainerID != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// claimPath is the host path prepareClaim resolved for the pod's volume.
+func (k *Kubelet) claimPath(pod *corev1.Pod, volume string) (string, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	p, ok := k.claimPaths[pod.UID][volume]
+	return p, ok
 }
 
 type volumeFile struct {
@@ -317,8 +413,16 @@ func (k *Kubelet) containerMounts(pod *corev1.Pod, c *corev1.Container) ([]runti
 			return nil, fmt.Errorf("volume %q of container %q is not defined in the pod", m.Name, c.Name)
 		}
 		src := k.volumeDir(pod, v.Name)
-		if v.HostPath != nil {
+		switch {
+		case v.HostPath != nil:
 			src = v.HostPath.Path
+		case v.PersistentVolumeClaim != nil:
+			p, ok := k.claimPath(pod, v.Name)
+			if !ok {
+				// Never an empty directory in its place.
+				return nil, fmt.Errorf("volume %q: claim %s not resolved yet", v.Name, v.PersistentVolumeClaim.ClaimName)
+			}
+			src = p
 		}
 		if m.SubPath != "" {
 			if strings.Contains(m.SubPath, "..") || filepath.IsAbs(m.SubPath) {
@@ -331,7 +435,8 @@ func (k *Kubelet) containerMounts(pod *corev1.Pod, c *corev1.Container) ([]runti
 				}
 			}
 		}
-		readOnly := m.ReadOnly || v.ConfigMap != nil || v.Secret != nil || v.DownwardAPI != nil || v.Projected != nil
+		readOnly := m.ReadOnly || v.ConfigMap != nil || v.Secret != nil || v.DownwardAPI != nil || v.Projected != nil ||
+			v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ReadOnly
 		out = append(out, runtime.Mount{Source: src, Destination: m.MountPath, ReadOnly: readOnly})
 		if m.MountPath == "/etc/hosts" {
 			hasEtcHosts = true
