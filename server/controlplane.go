@@ -30,6 +30,7 @@ import (
 	"github.com/kelp-project/kelp/server/controllers/replicaset"
 	"github.com/kelp-project/kelp/server/controllers/serviceaccount"
 	"github.com/kelp-project/kelp/server/controllers/servicelb"
+	"github.com/kelp-project/kelp/server/controllers/statefulset"
 	"github.com/kelp-project/kelp/server/controllers/ttlafterfinished"
 	"github.com/kelp-project/kelp/server/pki"
 	"github.com/kelp-project/kelp/server/scheduler"
@@ -78,6 +79,7 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 		go replicaset.New(t.Client, t.Informer, t.Recorder("replicaset-controller")).Run(ctx, 5)
 		go deployment.New(t.Client, t.Informer, t.Recorder("deployment-controller")).Run(ctx, 5)
 		go daemonset.New(t.Client, t.Informer, t.Recorder("daemonset-controller")).Run(ctx, 2)
+		go statefulset.New(t.Client, t.Informer, t.Recorder("statefulset-controller")).Run(ctx, 5)
 		go job.New(t.Client, t.Informer, t.Recorder("job-controller")).Run(ctx, 5)
 		go cronjob.New(t.Client, t.Informer, t.Recorder("cronjob-controller")).Run(ctx, 2)
 		go ttlafterfinished.New(t.Client, t.Informer, t.Recorder("ttl-after-finished-controller")).Run(ctx, 5)

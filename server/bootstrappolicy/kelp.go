@@ -28,6 +28,7 @@ func kelpControllers() map[string]bool {
 		"node-controller": true, "service-controller": true,
 		"clusterrole-aggregation-controller": true,
 		"daemon-set-controller":              true,
+		"statefulset-controller":             true,
 		"disruption-controller":              true,
 		"pod-garbage-collector":              true,
 		"job-controller":                     true,

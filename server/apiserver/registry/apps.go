@@ -56,8 +56,7 @@ func statefulSets() *Resource {
 	return &Resource{
 		GVR: gvr("apps", "v1", "statefulsets"), Kind: "StatefulSet", Singular: "statefulset", ShortNames: []string{"sts"}, Categories: []string{"all"}, Namespaced: true,
 		New: func() runtime.Object { return &appsv1.StatefulSet{} }, NewList: func() runtime.Object { return &appsv1.StatefulSetList{} },
-		Status:       true,
-		NoController: "kelp stores StatefulSets but no controller acts on them yet: no pods or claims will be created for this one",
+		Status: true,
 		Scale: replicasScale(func(o *appsv1.StatefulSet) (*int32, int32, *metav1.LabelSelector) {
 			return o.Spec.Replicas, o.Status.Replicas, o.Spec.Selector
 		}, func(o *appsv1.StatefulSet, n *int32) { o.Spec.Replicas = n }),
