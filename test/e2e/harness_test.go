@@ -33,6 +33,9 @@ import (
 	"github.com/kelp-project/kelp/test/images"
 )
 
+// hostLock is held by an e2e run for its whole length.
+const hostLock = "/run/kelp-e2e.lock"
+
 var (
 	kelpBin   string
 	imageTars []string
@@ -51,6 +54,16 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
+	// Another checkout's e2e run (a second session, CI) would share the
+	// host's node network with ours: wait for it.
+	lock, err := os.OpenFile(hostLock, os.O_CREATE|os.O_RDWR, 0o600)
+	if err == nil {
+		err = syscall.Flock(int(lock.Fd()), syscall.LOCK_EX)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: locking %s: %v\n", hostLock, err)
+		os.Exit(1)
+	}
 	_, file, _, _ := goruntime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
 	kelpBin = os.Getenv("KELP_BIN")
@@ -63,7 +76,6 @@ func TestMain(m *testing.M) {
 		}
 		kelpBin = filepath.Join(root, "bin", "kelp")
 	}
-	var err error
 	if imageTars, err = images.Build(filepath.Join(root, "bin", "images")); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: building the test images:", err)
 		os.Exit(1)
