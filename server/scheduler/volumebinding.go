@@ -482,17 +482,21 @@ type volumePlan struct {
 	assumedPVC []*assumedPVC
 }
 
+// A planned write is checked against the informer once the informer has
+// shown it (seen): before that, the informer's older copy says nothing.
 type plannedPV struct {
 	pv      *v1.PersistentVolume // with the claimRef to write
 	pvc     *v1.PersistentVolumeClaim
 	write   bool
 	written string // resourceVersion of the write
+	seen    bool
 }
 
 type plannedPVC struct {
 	pvc     *v1.PersistentVolumeClaim // with the selected-node annotation
 	write   bool
 	written string
+	seen    bool
 }
 
 // reserve is upstream's Reserve: the node's decision is assumed (PV
@@ -518,11 +522,11 @@ func (pv *podVolumes) reserve(node *v1.Node) (*volumePlan, error) {
 			b.assumedPVs[newPV.Name] = a
 			plan.assumedPV = append(plan.assumedPV, a)
 		}
-		plan.static = append(plan.static, plannedPV{pv: newPV, pvc: sb.pvc, write: dirty})
+		plan.static = append(plan.static, plannedPV{pv: newPV, pvc: sb.pvc, write: dirty, seen: !dirty})
 	}
 	for _, pvc := range dec.provision {
 		if pvc.Annotations[volumehelper.AnnSelectedNode] == node.Name {
-			plan.provision = append(plan.provision, plannedPVC{pvc: pvc})
+			plan.provision = append(plan.provision, plannedPVC{pvc: pvc, seen: true})
 			continue
 		}
 		clone := pvc.DeepCopy()
@@ -627,6 +631,14 @@ func olderThan(seen, written string) bool {
 	return err1 == nil && err2 == nil && s < w
 }
 
+// caughtUp: the informer's version is at least what PreBind wrote (false
+// when either is not a number).
+func caughtUp(seen, written string) bool {
+	s, err1 := strconv.ParseUint(seen, 10, 64)
+	w, err2 := strconv.ParseUint(written, 10, 64)
+	return err1 == nil && err2 == nil && s >= w
+}
+
 // checkBound reads the informers: done once every claim of the pod is
 // Bound (status phase) to a PV whose claimRef names it.
 func (b *volumeBinder) checkBound(plan *volumePlan) (bool, error) {
@@ -635,13 +647,20 @@ func (b *volumeBinder) checkBound(plan *volumePlan) (bool, error) {
 		return false, errPodGone
 	}
 	node := plan.node
-	for _, p := range plan.static {
+	for i := range plan.static {
+		p := &plan.static[i]
 		pv, err := b.pvs.Get(p.pv.Name)
 		if err != nil {
 			return false, fmt.Errorf("failed to check binding: %w", err)
 		}
 		if olderThan(pv.ResourceVersion, p.written) {
 			return false, nil
+		}
+		if !p.seen {
+			if !caughtUp(pv.ResourceVersion, p.written) && !volumehelper.IsVolumeBoundToClaim(pv, p.pvc) {
+				return false, nil // our write is not in the informer yet
+			}
+			p.seen = true
 		}
 		if err := volumehelper.CheckNodeAffinity(pv, node.Labels); err != nil {
 			return false, fmt.Errorf("pv %q node affinity doesn't match node %q: %w", pv.Name, node.Name, err)
@@ -650,13 +669,20 @@ func (b *volumeBinder) checkBound(plan *volumePlan) (bool, error) {
 			return false, fmt.Errorf("ClaimRef got reset for pv %q", pv.Name)
 		}
 	}
-	for _, p := range plan.provision {
+	for i := range plan.provision {
+		p := &plan.provision[i]
 		pvc, err := b.pvcs.PersistentVolumeClaims(p.pvc.Namespace).Get(p.pvc.Name)
 		if err != nil {
 			return false, fmt.Errorf("failed to check provisioning pvc: %w", err)
 		}
 		if olderThan(pvc.ResourceVersion, p.written) {
 			return false, nil
+		}
+		if !p.seen {
+			if !caughtUp(pvc.ResourceVersion, p.written) && pvc.Annotations[volumehelper.AnnSelectedNode] != node.Name {
+				return false, nil // our write is not in the informer yet
+			}
+			p.seen = true
 		}
 		if pvc.Annotations[volumehelper.AnnSelectedNode] != node.Name {
 			// A provisioner that fails drops the annotation to ask for
