@@ -184,6 +184,39 @@ func TestStorage(t *testing.T) {
 		s.waitEvent("selected", "ExternalProvisioning", "Waiting for a volume to be created either by the external provisioner 'kelp.dev/local-path'")
 	})
 
+	t.Run("the scheduler's choice of a static volume is bound", func(t *testing.T) {
+		wfc := storagev1.VolumeBindingWaitForFirstConsumer
+		if _, err := cs.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "local-static"},
+			Provisioner: "kubernetes.io/no-provisioner", VolumeBindingMode: &wfc}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		pv := staticVolume("chosen")
+		pv.Spec.StorageClassName = "local-static"
+		if _, err := cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cs.CoreV1().PersistentVolumeClaims("default").Create(ctx, newClaim("chooser", ptr.To("local-static")), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		s.waitEvent("chooser", "WaitForFirstConsumer", "waiting for first consumer")
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "chooser"}, Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "c", Image: "busybox"}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "chooser"}}}},
+		}}
+		if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitWithin(t, 60*time.Second, "the claim Bound to the chosen volume and the pod scheduled", func() bool {
+			pvc, err1 := s.pvc("chooser")
+			p, err2 := cs.CoreV1().Pods("default").Get(ctx, "chooser", metav1.GetOptions{})
+			return err1 == nil && err2 == nil && pvc.Status.Phase == corev1.ClaimBound && pvc.Spec.VolumeName == "chosen" && p.Spec.NodeName == "node-1"
+		})
+		if pv, err := s.pv("chosen"); err != nil || pv.Status.Phase != corev1.VolumeBound {
+			t.Errorf("chosen volume: %v %v", pv.Status.Phase, err)
+		}
+	})
+
 	t.Run("a deleted claim releases its volume, which is retained", func(t *testing.T) {
 		s.bindStatic("retained", "retained-claim")
 		if err := cs.CoreV1().PersistentVolumeClaims("default").Delete(ctx, "retained-claim", metav1.DeleteOptions{}); err != nil {
