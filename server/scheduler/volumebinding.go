@@ -23,6 +23,8 @@ import (
 	"k8s.io/component-helpers/storage/ephemeral"
 	volumehelper "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
+
+	"github.com/kelp-project/kelp/server/claims"
 )
 
 // Upstream's VolumeBinding plugin: its PreFilter, Filter, Reserve,
@@ -71,7 +73,7 @@ func podClaims(pod *v1.Pod) []podClaim {
 		case vol.PersistentVolumeClaim != nil:
 			out = append(out, podClaim{name: vol.PersistentVolumeClaim.ClaimName})
 		case vol.Ephemeral != nil:
-			out = append(out, podClaim{name: ephemeral.VolumeClaimName(pod, vol), ephemeral: true})
+			out = append(out, podClaim{name: claims.Name(pod, vol), ephemeral: true})
 		}
 	}
 	return out

@@ -9,13 +9,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	volumehelpers "k8s.io/component-helpers/storage/volume"
 
-	"github.com/kelp-project/kelp/server/controllers/persistentvolume"
+	"github.com/kelp-project/kelp/server/claims"
 )
 
 // Upstream's finalizers protecting claims and volumes in use.
 const (
-	pvcProtectionFinalizer = "kubernetes.io/pvc-protection"
-	pvProtectionFinalizer  = "kubernetes.io/pv-protection"
+	pvcProtectionFinalizer = claims.PVCProtectionFinalizer
+	pvProtectionFinalizer  = claims.PVProtectionFinalizer
 )
 
 var (
@@ -54,7 +54,7 @@ func (d defaultStorageClass) Admit(ctx context.Context, a *Attributes) error {
 			classes = append(classes, c)
 		}
 	}
-	if def := persistentvolume.DefaultClass(classes); def != nil {
+	if def := claims.DefaultClass(classes); def != nil {
 		name := def.Name
 		pvc.Spec.StorageClassName = &name
 	}

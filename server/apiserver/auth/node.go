@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 
 	"github.com/kelp-project/kelp/config"
+	volumeclaims "github.com/kelp-project/kelp/server/claims"
 )
 
 // NodeObjects is what the Node authorizer reads to relate a node to other
@@ -320,33 +321,18 @@ func serviceAccountRelated(p *corev1.Pod, name string) bool {
 }
 
 func pvcRelated(p *corev1.Pod, name string) bool {
-	return slices.Contains(podClaims(p), name)
+	return slices.Contains(volumeclaims.OfPod(p), name)
 }
 
 // pvRelated: a pod bound to the node uses a claim bound to the volume.
 func (n NodeAuthorizer) pvRelated(p *corev1.Pod, name string) bool {
-	for _, claim := range podClaims(p) {
+	for _, claim := range volumeclaims.OfPod(p) {
 		pvc, err := n.Objects.PersistentVolumeClaim(p.Namespace, claim)
 		if err == nil && pvc.Spec.VolumeName == name {
 			return true
 		}
 	}
 	return false
-}
-
-// podClaims are the PersistentVolumeClaims a pod uses, generic ephemeral
-// volumes' included (named <pod>-<volume>).
-func podClaims(p *corev1.Pod) []string {
-	var out []string
-	for _, v := range p.Spec.Volumes {
-		switch {
-		case v.PersistentVolumeClaim != nil:
-			out = append(out, v.PersistentVolumeClaim.ClaimName)
-		case v.Ephemeral != nil:
-			out = append(out, p.Name+"-"+v.Name)
-		}
-	}
-	return out
 }
 
 // podEnv visits the env of a pod's init, app and ephemeral containers,

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 	volumehelpers "k8s.io/component-helpers/storage/volume"
+
+	"github.com/kelp-project/kelp/server/claims"
 )
 
 // Upstream's event reasons (pkg/controller/volume/events).
@@ -192,7 +194,7 @@ func (c *Controller) assignDefaultClass(ctx context.Context, claim *corev1.Persi
 	if err != nil {
 		return false, err
 	}
-	def := DefaultClass(classes)
+	def := claims.DefaultClass(classes)
 	if def == nil {
 		return false, nil
 	}

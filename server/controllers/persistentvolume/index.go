@@ -7,10 +7,10 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/client-go/tools/cache"
 	volumehelpers "k8s.io/component-helpers/storage/volume"
-	storageutil "k8s.io/kubectl/pkg/util/storage"
+
+	"github.com/kelp-project/kelp/server/claims"
 )
 
 // PodClaimIndex indexes pods by the "<namespace>/<claim>" keys of the
@@ -33,49 +33,10 @@ func podClaimKeys(obj any) ([]string, error) {
 		return nil, nil
 	}
 	var keys []string
-	for i := range pod.Spec.Volumes {
-		if name := ClaimName(pod, &pod.Spec.Volumes[i]); name != "" {
-			keys = append(keys, pod.Namespace+"/"+name)
-		}
+	for _, name := range claims.OfPod(pod) {
+		keys = append(keys, pod.Namespace+"/"+name)
 	}
 	return keys, nil
-}
-
-// ClaimName is the name of the claim a pod's volume uses: its
-// persistentVolumeClaim's, or "<pod>-<volume>" for a generic ephemeral
-// volume; "" for other volumes.
-func ClaimName(pod *corev1.Pod, v *corev1.Volume) string {
-	switch {
-	case v.PersistentVolumeClaim != nil:
-		return v.PersistentVolumeClaim.ClaimName
-	case v.Ephemeral != nil:
-		return pod.Name + "-" + v.Name
-	}
-	return ""
-}
-
-// DefaultClass is the default StorageClass among classes: the one
-// annotated default (or with the beta annotation), the newest when several
-// are, as upstream since 1.28 (name breaks a tie); nil if none is.
-func DefaultClass(classes []*storagev1.StorageClass) *storagev1.StorageClass {
-	var defaults []*storagev1.StorageClass
-	for _, c := range classes {
-		if c.Annotations[storageutil.IsDefaultStorageClassAnnotation] == "true" ||
-			c.Annotations[storageutil.BetaIsDefaultStorageClassAnnotation] == "true" {
-			defaults = append(defaults, c)
-		}
-	}
-	if len(defaults) == 0 {
-		return nil
-	}
-	sort.Slice(defaults, func(i, j int) bool {
-		ti, tj := defaults[i].CreationTimestamp, defaults[j].CreationTimestamp
-		if !ti.Equal(&tj) {
-			return tj.Before(&ti)
-		}
-		return defaults[i].Name < defaults[j].Name
-	})
-	return defaults[0]
 }
 
 // accessModeOrder is the order upstream lists access modes in.

@@ -446,25 +446,3 @@ func TestUnbindVolumeOfClaimBoundElsewhere(t *testing.T) {
 		t.Errorf("user-bound volume: claimRef %+v phase %s, want pre-bound to data without UID and Available", pv.Spec.ClaimRef, pv.Status.Phase)
 	}
 }
-
-func TestDefaultClass(t *testing.T) {
-	at := func(name string, day int, isDefault bool) *storagev1.StorageClass {
-		c := storageClass(name, "x", storagev1.VolumeBindingImmediate, isDefault)
-		c.CreationTimestamp = metav1.NewTime(time.Date(2026, 1, day, 0, 0, 0, 0, time.UTC))
-		return c
-	}
-	if DefaultClass([]*storagev1.StorageClass{at("a", 1, false)}) != nil {
-		t.Errorf("a default without any annotated class")
-	}
-	beta := at("beta", 1, false)
-	beta.Annotations = map[string]string{"storageclass.beta.kubernetes.io/is-default-class": "true"}
-	if c := DefaultClass([]*storagev1.StorageClass{beta, at("b", 2, false)}); c == nil || c.Name != "beta" {
-		t.Errorf("the beta annotation is not honoured: %v", c)
-	}
-	if c := DefaultClass([]*storagev1.StorageClass{at("old", 1, true), at("new", 3, true), at("mid", 2, true)}); c.Name != "new" {
-		t.Errorf("default %s, want the newest", c.Name)
-	}
-	if c := DefaultClass([]*storagev1.StorageClass{at("z", 1, true), at("y", 1, true)}); c.Name != "y" {
-		t.Errorf("tie broken to %s, want y by name", c.Name)
-	}
-}

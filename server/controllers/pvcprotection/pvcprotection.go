@@ -18,12 +18,13 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/kelp-project/kelp/server/claims"
 	"github.com/kelp-project/kelp/server/controllers"
 	"github.com/kelp-project/kelp/server/controllers/persistentvolume"
 )
 
 // Finalizer is upstream's PVC protection finalizer.
-const Finalizer = "kubernetes.io/pvc-protection"
+const Finalizer = claims.PVCProtectionFinalizer
 
 // Controller removes the finalizer from deleted claims no pod uses.
 type Controller struct {
@@ -76,10 +77,8 @@ func (c *Controller) podChanged(obj any) {
 	if !ok {
 		return
 	}
-	for i := range pod.Spec.Volumes {
-		if name := persistentvolume.ClaimName(pod, &pod.Spec.Volumes[i]); name != "" {
-			c.queue.Add(pod.Namespace + "/" + name)
-		}
+	for _, name := range claims.OfPod(pod) {
+		c.queue.Add(pod.Namespace + "/" + name)
 	}
 }
 
@@ -167,7 +166,7 @@ func PodUses(pod *corev1.Pod, pvc *corev1.PersistentVolumeClaim) bool {
 				return true
 			}
 		case v.Ephemeral != nil:
-			if persistentvolume.ClaimName(pod, v) == pvc.Name && metav1.IsControlledBy(pvc, pod) && !shutDown(pod) {
+			if claims.Name(pod, v) == pvc.Name && metav1.IsControlledBy(pvc, pod) && !shutDown(pod) {
 				return true
 			}
 		}

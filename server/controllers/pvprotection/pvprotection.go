@@ -17,11 +17,12 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/kelp-project/kelp/server/claims"
 	"github.com/kelp-project/kelp/server/controllers"
 )
 
 // Finalizer is upstream's PV protection finalizer.
-const Finalizer = "kubernetes.io/pv-protection"
+const Finalizer = claims.PVProtectionFinalizer
 
 // Controller removes the finalizer from deleted volumes no longer Bound.
 type Controller struct {
