@@ -20,7 +20,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/kelp-project/kelp/config"
 	"github.com/kelp-project/kelp/server/apiserver"
@@ -137,15 +139,10 @@ func TestFullDiskRefusesWritesAndRecovers(t *testing.T) {
 	// A kubelet on a disk under 10% free reports DiskPressure (the unit
 	// tests of nodestatus hold that), and the node lifecycle controller
 	// keeps new pods away with the disk-pressure taint.
-	n, err := node.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.Status.Conditions = []corev1.NodeCondition{
-		{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()},
-		{Type: corev1.NodeDiskPressure, Status: corev1.ConditionTrue, Reason: "KubeletHasDiskPressure", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()},
-	}
-	if _, err := node.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+	if err := setNodeConditions(ctx, node, "n1",
+		corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()},
+		corev1.NodeCondition{Type: corev1.NodeDiskPressure, Status: corev1.ConditionTrue, Reason: "KubeletHasDiskPressure", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()},
+	); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the disk-pressure taint", func() bool {
@@ -249,13 +246,8 @@ func TestFullDiskRefusesWritesAndRecovers(t *testing.T) {
 	})
 
 	// The node's heartbeats go on.
-	n, err = node.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-		LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
-	if _, err := node.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+	if err := setNodeConditions(ctx, node, "n1", corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+		LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}); err != nil {
 		t.Errorf("node status update on a full disk: %v", err)
 	}
 	l, err := node.CoordinationV1().Leases("kube-node-lease").Get(ctx, "n1", metav1.GetOptions{})
@@ -348,4 +340,18 @@ func TestTinyDiskIsOneLineError(t *testing.T) {
 		t.Fatalf("output is not one line naming the space needed and available:\n%s", out)
 	}
 	t.Logf("%s", out)
+}
+
+// setNodeConditions writes a node's conditions as a kubelet does, again
+// on a conflict: the controllers write the Node too (its podCIDR, taints).
+func setNodeConditions(ctx context.Context, cs kubernetes.Interface, name string, conds ...corev1.NodeCondition) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Status.Conditions = conds
+		_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
 }
