@@ -10,7 +10,11 @@
 //     (existing data dir) to /readyz;
 //   - BenchmarkIdleRSS: VmRSS of the server 30 s after it became ready;
 //   - BenchmarkJob1000: a Job of 1,000 completions at parallelism 100 on
-//     simulated kubelets, from create to Complete.
+//     simulated kubelets, from create to Complete;
+//   - BenchmarkStatefulSet10SimulatedPods: a StatefulSet scaled 0 → 10 on
+//     simulated kubelets until all are Ready, OrderedReady and Parallel;
+//   - BenchmarkStatefulSetRealPods: the same with real busybox pods on the
+//     node agent, and OrderedReady with a local-path volume per pod.
 //
 // Plain `go test` runs only the unit tests of the statistics helpers. Run
 // the benchmarks with scripts/bench.sh (or `make bench`), or
