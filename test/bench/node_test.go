@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kelp-project/kelp/test/images"
+	"github.com/kelp-project/kelp/test/nodelock"
 )
 
 const (
@@ -41,6 +42,11 @@ func newNode(b *testing.B) *server {
 	if os.Geteuid() != 0 {
 		b.Fatal("node benchmarks run real containers and need root")
 	}
+	release, err := nodelock.Acquire()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(release)
 	tars := testImages(b)
 	s := newServer(b)
 	s.withAgent = true

@@ -31,10 +31,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kelp-project/kelp/test/images"
+	"github.com/kelp-project/kelp/test/nodelock"
 )
-
-// hostLock is held by an e2e run for its whole length.
-const hostLock = "/run/kelp-e2e.lock"
 
 var (
 	kelpBin   string
@@ -54,14 +52,10 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	// Another checkout's e2e run (a second session, CI) would share the
-	// host's node network with ours: wait for it.
-	lock, err := os.OpenFile(hostLock, os.O_CREATE|os.O_RDWR, 0o600)
-	if err == nil {
-		err = syscall.Flock(int(lock.Fd()), syscall.LOCK_EX)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: locking %s: %v\n", hostLock, err)
+	// Another checkout's e2e run, a node benchmark or the conformance
+	// harness would share the host's node network with ours: wait for it.
+	if _, err := nodelock.Acquire(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(1)
 	}
 	_, file, _, _ := goruntime.Caller(0)
@@ -76,6 +70,7 @@ func TestMain(m *testing.M) {
 		}
 		kelpBin = filepath.Join(root, "bin", "kelp")
 	}
+	var err error
 	if imageTars, err = images.Build(filepath.Join(root, "bin", "images")); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: building the test images:", err)
 		os.Exit(1)
