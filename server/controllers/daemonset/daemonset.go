@@ -81,6 +81,7 @@ type Controller struct {
 
 	queue         workqueue.TypedRateLimitingInterface[string]
 	expectations  *controllers.Expectations
+	pods          *controllers.PodOwners[*apps.DaemonSet]
 	failedBackoff *flowcontrol.Backoff
 
 	now func() time.Time
@@ -108,15 +109,25 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 		failedBackoff: flowcontrol.NewBackOff(failedPodInitialBackoff, failedPodMaxBackoff),
 		now:           time.Now,
 	}
+	c.pods = &controllers.PodOwners[*apps.DaemonSet]{
+		Name:            "daemonset",
+		Queue:           c.queue,
+		Expectations:    c.expectations,
+		Get:             func(ns, name string) (*apps.DaemonSet, error) { return c.dsLister.DaemonSets(ns).Get(name) },
+		Resolve:         c.resolveControllerRef,
+		List:            func(ns string) ([]*apps.DaemonSet, error) { return c.dsLister.DaemonSets(ns).List(labels.Everything()) },
+		Selector:        func(ds *apps.DaemonSet) *metav1.LabelSelector { return ds.Spec.Selector },
+		MinReadySeconds: func(ds *apps.DaemonSet) int32 { return ds.Spec.MinReadySeconds },
+	}
 	_, _ = dsInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueue,
 		UpdateFunc: func(_, cur interface{}) { c.enqueue(cur) },
-		DeleteFunc: c.deleteDS,
+		DeleteFunc: c.pods.DeleteOwner,
 	})
 	_, _ = podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.addPod,
-		UpdateFunc: c.updatePod,
-		DeleteFunc: c.deletePod,
+		AddFunc:    c.pods.AddPod,
+		UpdateFunc: c.pods.UpdatePod,
+		DeleteFunc: c.pods.DeletePod,
 	})
 	_, _ = nodeInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(interface{}) { c.enqueueAll() },
@@ -171,22 +182,6 @@ func (c *Controller) enqueueAll() {
 	}
 }
 
-func (c *Controller) deleteDS(obj interface{}) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	ds, ok := obj.(*apps.DaemonSet)
-	if !ok {
-		return
-	}
-	key, err := cache.MetaNamespaceKeyFunc(ds)
-	if err != nil {
-		return
-	}
-	c.expectations.Remove(key)
-	c.queue.Add(key)
-}
-
 // updateNode reacts only to what decides placement. Heartbeats change a
 // node's status every few seconds; a resync of every DaemonSet for each
 // would be wasted work.
@@ -216,113 +211,12 @@ func (c *Controller) resolveControllerRef(ns string, ref *metav1.OwnerReference)
 	return ds
 }
 
-// selectingOrphan enqueues the DaemonSets that could adopt an orphan pod.
-func (c *Controller) selectingOrphan(pod *v1.Pod) {
-	all, err := c.dsLister.DaemonSets(pod.Namespace).List(labels.Everything())
-	if err != nil {
-		return
-	}
-	for _, ds := range controllers.Selecting(all, func(ds *apps.DaemonSet) *metav1.LabelSelector { return ds.Spec.Selector }, pod.Labels) {
-		c.enqueue(ds)
-	}
-}
-
-func (c *Controller) addPod(obj interface{}) {
-	pod, ok := obj.(*v1.Pod)
-	if !ok {
-		return
-	}
-	if pod.DeletionTimestamp != nil {
-		c.deletePod(pod)
-		return
-	}
-	if ref := metav1.GetControllerOf(pod); ref != nil {
-		ds := c.resolveControllerRef(pod.Namespace, ref)
-		if ds == nil {
-			return
-		}
-		key, _ := cache.MetaNamespaceKeyFunc(ds)
-		c.expectations.CreationsObserved(key, 1)
-		c.queue.Add(key)
-		return
-	}
-	c.selectingOrphan(pod)
-}
-
-func (c *Controller) updatePod(old, cur interface{}) {
-	oldPod, ok1 := old.(*v1.Pod)
-	curPod, ok2 := cur.(*v1.Pod)
-	if !ok1 || !ok2 || curPod.ResourceVersion == oldPod.ResourceVersion {
-		return
-	}
-	if curPod.DeletionTimestamp != nil {
-		// Graceful deletion started: count it as the deletion now.
-		c.deletePod(curPod)
-		return
-	}
-	curRef, oldRef := metav1.GetControllerOf(curPod), metav1.GetControllerOf(oldPod)
-	if !apiequality.Semantic.DeepEqual(curRef, oldRef) && oldRef != nil {
-		if ds := c.resolveControllerRef(oldPod.Namespace, oldRef); ds != nil {
-			c.enqueue(ds)
-		}
-	}
-	if curRef != nil {
-		ds := c.resolveControllerRef(curPod.Namespace, curRef)
-		if ds == nil {
-			return
-		}
-		c.enqueue(ds)
-		// Available comes minReadySeconds after Ready with no event of its
-		// own: look again then.
-		if ds.Spec.MinReadySeconds > 0 && !podutils.IsPodReady(oldPod) && podutils.IsPodReady(curPod) {
-			key, _ := cache.MetaNamespaceKeyFunc(ds)
-			c.queue.AddAfter(key, time.Duration(ds.Spec.MinReadySeconds)*time.Second+time.Second)
-		}
-		return
-	}
-	if !apiequality.Semantic.DeepEqual(curPod.Labels, oldPod.Labels) || oldRef != nil {
-		c.selectingOrphan(curPod)
-	}
-}
-
-func (c *Controller) deletePod(obj interface{}) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	pod, ok := obj.(*v1.Pod)
-	if !ok {
-		return
-	}
-	ds := c.resolveControllerRef(pod.Namespace, metav1.GetControllerOf(pod))
-	if ds == nil {
-		return
-	}
-	key, _ := cache.MetaNamespaceKeyFunc(ds)
-	podKey, _ := cache.MetaNamespaceKeyFunc(pod)
-	c.expectations.DeletionObserved(key, podKey)
-	c.queue.Add(key)
-}
-
 // ---- reconcile ----
 
 func (c *Controller) sync(ctx context.Context, key string) error {
-	ns, name, err := cache.SplitMetaNamespaceKey(key)
-	if err != nil {
-		return nil
-	}
-	cached, err := c.dsLister.DaemonSets(ns).Get(name)
-	if apierrors.IsNotFound(err) {
-		c.expectations.Remove(key)
-		return nil
-	}
-	if err != nil {
+	ds, sel, err := c.pods.Start(key)
+	if ds == nil {
 		return err
-	}
-	ds := cached.DeepCopy()
-	sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
-	if err != nil {
-		utilruntime.HandleError(fmt.Errorf("daemonset %s: bad selector: %w", key, err))
-		return nil
 	}
 	if sel.Empty() {
 		c.recorder.Eventf(ds, v1.EventTypeWarning, SelectingAllReason, "This daemon set is selecting all pods. A non-empty selector is required.")

@@ -63,6 +63,7 @@ type Controller struct {
 
 	queue        workqueue.TypedRateLimitingInterface[string]
 	expectations *controllers.Expectations
+	pods         *controllers.PodOwners[*apps.ReplicaSet]
 
 	now func() time.Time
 }
@@ -84,15 +85,28 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 		expectations: controllers.NewExpectations(nil),
 		now:          time.Now,
 	}
+	c.pods = &controllers.PodOwners[*apps.ReplicaSet]{
+		Name:         "replicaset",
+		Queue:        c.queue,
+		Expectations: c.expectations,
+		Get:          func(ns, name string) (*apps.ReplicaSet, error) { return c.rsLister.ReplicaSets(ns).Get(name) },
+		Resolve:      c.resolveControllerRef,
+		List: func(ns string) ([]*apps.ReplicaSet, error) {
+			return c.rsLister.ReplicaSets(ns).List(labels.Everything())
+		},
+		Selector:        func(rs *apps.ReplicaSet) *metav1.LabelSelector { return rs.Spec.Selector },
+		MinReadySeconds: func(rs *apps.ReplicaSet) int32 { return rs.Spec.MinReadySeconds },
+		Deleting:        c.deletingPod,
+	}
 	_, _ = rsInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { c.enqueueRS(obj) },
 		UpdateFunc: func(_, cur interface{}) { c.enqueueRS(cur) },
-		DeleteFunc: c.deleteRS,
+		DeleteFunc: c.pods.DeleteOwner,
 	})
 	_, _ = podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.addPod,
-		UpdateFunc: c.updatePod,
-		DeleteFunc: c.deletePod,
+		AddFunc:    c.pods.AddPod,
+		UpdateFunc: c.pods.UpdatePod,
+		DeleteFunc: c.pods.DeletePod,
 	})
 	return c
 }
@@ -116,22 +130,6 @@ func (c *Controller) enqueueRS(obj interface{}) {
 	c.queue.Add(key)
 }
 
-func (c *Controller) deleteRS(obj interface{}) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	rs, ok := obj.(*apps.ReplicaSet)
-	if !ok {
-		return
-	}
-	key, err := cache.MetaNamespaceKeyFunc(rs)
-	if err != nil {
-		return
-	}
-	c.expectations.Remove(key)
-	c.queue.Add(key)
-}
-
 // resolveControllerRef returns the cached ReplicaSet a controller ref points
 // at, or nil if it is not one of ours (kind, name and UID must match).
 func (c *Controller) resolveControllerRef(ns string, ref *metav1.OwnerReference) *apps.ReplicaSet {
@@ -145,133 +143,27 @@ func (c *Controller) resolveControllerRef(ns string, ref *metav1.OwnerReference)
 	return rs
 }
 
-// matchingReplicaSets returns the ReplicaSets whose selector selects pod.
-func (c *Controller) matchingReplicaSets(pod *v1.Pod) []*apps.ReplicaSet {
-	all, err := c.rsLister.ReplicaSets(pod.Namespace).List(labels.Everything())
-	if err != nil {
-		return nil
+// deletingPod handles an update to a pod being deleted: its deletion and,
+// if its labels changed with it, that of the pod as it was (upstream's
+// rule), so that an owner its old ControllerRef named sees it too.
+func (c *Controller) deletingPod(old, cur *v1.Pod) bool {
+	c.pods.DeletePod(cur)
+	if !apiequality.Semantic.DeepEqual(cur.Labels, old.Labels) {
+		c.pods.DeletePod(old)
 	}
-	return controllers.Selecting(all, func(rs *apps.ReplicaSet) *metav1.LabelSelector { return rs.Spec.Selector }, pod.Labels)
-}
-
-func (c *Controller) addPod(obj interface{}) {
-	pod, ok := obj.(*v1.Pod)
-	if !ok {
-		return
-	}
-	if pod.DeletionTimestamp != nil {
-		// Seen already being deleted (e.g. after a restart): a deletion.
-		c.deletePod(pod)
-		return
-	}
-	if ref := metav1.GetControllerOf(pod); ref != nil {
-		rs := c.resolveControllerRef(pod.Namespace, ref)
-		if rs == nil {
-			return
-		}
-		key, _ := cache.MetaNamespaceKeyFunc(rs)
-		c.expectations.CreationsObserved(key, 1)
-		c.queue.Add(key)
-		return
-	}
-	for _, rs := range c.matchingReplicaSets(pod) {
-		c.enqueueRS(rs)
-	}
-}
-
-func (c *Controller) updatePod(old, cur interface{}) {
-	oldPod, ok1 := old.(*v1.Pod)
-	curPod, ok2 := cur.(*v1.Pod)
-	if !ok1 || !ok2 {
-		return
-	}
-	if curPod.ResourceVersion != "" && curPod.ResourceVersion == oldPod.ResourceVersion {
-		return // periodic resync; nothing changed
-	}
-	labelsChanged := !apiequality.Semantic.DeepEqual(curPod.Labels, oldPod.Labels)
-	if curPod.DeletionTimestamp != nil {
-		// Graceful deletion started: count it as the deletion now, so the
-		// RS does not wait out the grace period to replace it.
-		c.deletePod(curPod)
-		if labelsChanged {
-			c.deletePod(oldPod)
-		}
-		return
-	}
-	curRef, oldRef := metav1.GetControllerOf(curPod), metav1.GetControllerOf(oldPod)
-	refChanged := !apiequality.Semantic.DeepEqual(curRef, oldRef)
-	if refChanged && oldRef != nil {
-		if rs := c.resolveControllerRef(oldPod.Namespace, oldRef); rs != nil {
-			c.enqueueRS(rs)
-		}
-	}
-	if curRef != nil {
-		rs := c.resolveControllerRef(curPod.Namespace, curRef)
-		if rs == nil {
-			return
-		}
-		c.enqueueRS(rs)
-		if rs.Spec.MinReadySeconds > 0 && !podutils.IsPodReady(oldPod) && podutils.IsPodReady(curPod) {
-			key, _ := cache.MetaNamespaceKeyFunc(rs)
-			c.queue.AddAfter(key, time.Duration(rs.Spec.MinReadySeconds)*time.Second+time.Second)
-		}
-		return
-	}
-	if labelsChanged || refChanged {
-		for _, rs := range c.matchingReplicaSets(curPod) {
-			c.enqueueRS(rs)
-		}
-	}
-}
-
-func (c *Controller) deletePod(obj interface{}) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	pod, ok := obj.(*v1.Pod)
-	if !ok {
-		return
-	}
-	ref := metav1.GetControllerOf(pod)
-	if ref == nil {
-		return
-	}
-	rs := c.resolveControllerRef(pod.Namespace, ref)
-	if rs == nil {
-		return
-	}
-	key, _ := cache.MetaNamespaceKeyFunc(rs)
-	podKey, _ := cache.MetaNamespaceKeyFunc(pod)
-	c.expectations.DeletionObserved(key, podKey)
-	c.queue.Add(key)
+	return true
 }
 
 // ---- reconcile ----
 
 func (c *Controller) sync(ctx context.Context, key string) error {
-	ns, name, err := cache.SplitMetaNamespaceKey(key)
-	if err != nil {
-		return nil
-	}
-	rs, err := c.rsLister.ReplicaSets(ns).Get(name)
-	if apierrors.IsNotFound(err) {
-		c.expectations.Remove(key)
-		return nil
-	}
-	if err != nil {
+	rs, selector, err := c.pods.Start(key)
+	if rs == nil || rs.Spec.Selector == nil {
 		return err
-	}
-	if rs.Spec.Selector == nil {
-		return nil
-	}
-	selector, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
-	if err != nil {
-		utilruntime.HandleError(fmt.Errorf("replicaset %s: bad selector: %w", key, err))
-		return nil
 	}
 	needsSync := c.expectations.Satisfied(key)
 
-	all, err := c.podLister.Pods(ns).List(labels.Everything())
+	all, err := c.podLister.Pods(rs.Namespace).List(labels.Everything())
 	if err != nil {
 		return err
 	}

@@ -33,7 +33,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -42,7 +41,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/kubectl/pkg/util/podutils"
 
 	"github.com/kelp-project/kelp/server/controllers"
 	"github.com/kelp-project/kelp/server/controllers/history"
@@ -74,6 +72,7 @@ type Controller struct {
 
 	queue        workqueue.TypedRateLimitingInterface[string]
 	expectations *controllers.Expectations
+	pods         *controllers.PodOwners[*apps.StatefulSet]
 
 	now func() time.Time
 }
@@ -98,15 +97,28 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 		expectations: controllers.NewExpectations(nil),
 		now:          time.Now,
 	}
+	c.pods = &controllers.PodOwners[*apps.StatefulSet]{
+		Name:         "statefulset",
+		Queue:        c.queue,
+		Expectations: c.expectations,
+		Get:          func(ns, name string) (*apps.StatefulSet, error) { return c.setLister.StatefulSets(ns).Get(name) },
+		Resolve:      c.resolveControllerRef,
+		List: func(ns string) ([]*apps.StatefulSet, error) {
+			return c.setLister.StatefulSets(ns).List(labels.Everything())
+		},
+		Selector:        func(s *apps.StatefulSet) *metav1.LabelSelector { return s.Spec.Selector },
+		MinReadySeconds: func(s *apps.StatefulSet) int32 { return s.Spec.MinReadySeconds },
+		Deleting:        c.deletingPod,
+	}
 	_, _ = setInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { controllers.Enqueue(c.queue, obj) },
 		UpdateFunc: func(_, cur interface{}) { controllers.Enqueue(c.queue, cur) },
-		DeleteFunc: c.deleteSet,
+		DeleteFunc: c.pods.DeleteOwner,
 	})
 	_, _ = podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.addPod,
-		UpdateFunc: c.updatePod,
-		DeleteFunc: c.deletePod,
+		AddFunc:    c.pods.AddPod,
+		UpdateFunc: c.pods.UpdatePod,
+		DeleteFunc: c.pods.DeletePod,
 	})
 	// A claim gone (its garbage collection under whenScaled=Delete) may be
 	// what a pod's creation waits for.
@@ -116,7 +128,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 				obj = t.Obj
 			}
 			if pvc, ok := obj.(*v1.PersistentVolumeClaim); ok {
-				c.enqueueSelecting(pvc.Namespace, pvc.Labels)
+				c.pods.EnqueueSelecting(pvc.Namespace, pvc.Labels)
 			}
 		},
 	})
@@ -146,22 +158,6 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 
 // ---- event handlers ----
 
-func (c *Controller) deleteSet(obj interface{}) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	set, ok := obj.(*apps.StatefulSet)
-	if !ok {
-		return
-	}
-	key, err := cache.MetaNamespaceKeyFunc(set)
-	if err != nil {
-		return
-	}
-	c.expectations.Remove(key)
-	c.queue.Add(key)
-}
-
 // resolveControllerRef returns the cached StatefulSet ref points at, or
 // nil if it is not one (kind, name and UID must match).
 func (c *Controller) resolveControllerRef(ns string, ref *metav1.OwnerReference) *apps.StatefulSet {
@@ -175,114 +171,23 @@ func (c *Controller) resolveControllerRef(ns string, ref *metav1.OwnerReference)
 	return set
 }
 
-// enqueueSelecting enqueues the StatefulSets of ns whose selector picks an
-// object with these labels.
-func (c *Controller) enqueueSelecting(ns string, objLabels map[string]string) {
-	all, err := c.setLister.StatefulSets(ns).List(labels.Everything())
-	if err != nil {
-		return
+// deletingPod: a pod's first update with a deletion timestamp is its
+// deletion; later ones (the kubelet reporting on its containers) are
+// handled as any update.
+func (c *Controller) deletingPod(old, cur *v1.Pod) bool {
+	if old.DeletionTimestamp != nil {
+		return false
 	}
-	for _, set := range controllers.Selecting(all, func(s *apps.StatefulSet) *metav1.LabelSelector { return s.Spec.Selector }, objLabels) {
-		controllers.Enqueue(c.queue, set)
-	}
-}
-
-func (c *Controller) addPod(obj interface{}) {
-	pod, ok := obj.(*v1.Pod)
-	if !ok {
-		return
-	}
-	if pod.DeletionTimestamp != nil {
-		c.deletePod(pod)
-		return
-	}
-	if ref := metav1.GetControllerOf(pod); ref != nil {
-		set := c.resolveControllerRef(pod.Namespace, ref)
-		if set == nil {
-			return
-		}
-		key, _ := cache.MetaNamespaceKeyFunc(set)
-		c.expectations.CreationsObserved(key, 1)
-		c.queue.Add(key)
-		return
-	}
-	c.enqueueSelecting(pod.Namespace, pod.Labels)
-}
-
-func (c *Controller) updatePod(old, cur interface{}) {
-	oldPod, ok1 := old.(*v1.Pod)
-	curPod, ok2 := cur.(*v1.Pod)
-	if !ok1 || !ok2 || curPod.ResourceVersion == oldPod.ResourceVersion {
-		return
-	}
-	if curPod.DeletionTimestamp != nil && oldPod.DeletionTimestamp == nil {
-		// Graceful deletion started: count it as the deletion now.
-		c.deletePod(curPod)
-		return
-	}
-	curRef, oldRef := metav1.GetControllerOf(curPod), metav1.GetControllerOf(oldPod)
-	if !apiequality.Semantic.DeepEqual(curRef, oldRef) && oldRef != nil {
-		if set := c.resolveControllerRef(oldPod.Namespace, oldRef); set != nil {
-			controllers.Enqueue(c.queue, set)
-		}
-	}
-	if curRef != nil {
-		set := c.resolveControllerRef(curPod.Namespace, curRef)
-		if set == nil {
-			return
-		}
-		controllers.Enqueue(c.queue, set)
-		// Available comes minReadySeconds after Ready with no event of its
-		// own: look again then.
-		if set.Spec.MinReadySeconds > 0 && !podutils.IsPodReady(oldPod) && podutils.IsPodReady(curPod) {
-			key, _ := cache.MetaNamespaceKeyFunc(set)
-			c.queue.AddAfter(key, time.Duration(set.Spec.MinReadySeconds)*time.Second+time.Second)
-		}
-		return
-	}
-	if !apiequality.Semantic.DeepEqual(curPod.Labels, oldPod.Labels) || oldRef != nil {
-		c.enqueueSelecting(curPod.Namespace, curPod.Labels)
-	}
-}
-
-func (c *Controller) deletePod(obj interface{}) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	pod, ok := obj.(*v1.Pod)
-	if !ok {
-		return
-	}
-	set := c.resolveControllerRef(pod.Namespace, metav1.GetControllerOf(pod))
-	if set == nil {
-		return
-	}
-	key, _ := cache.MetaNamespaceKeyFunc(set)
-	podKey, _ := cache.MetaNamespaceKeyFunc(pod)
-	c.expectations.DeletionObserved(key, podKey)
-	c.queue.Add(key)
+	c.pods.DeletePod(cur)
+	return true
 }
 
 // ---- reconcile ----
 
 func (c *Controller) sync(ctx context.Context, key string) error {
-	ns, name, err := cache.SplitMetaNamespaceKey(key)
-	if err != nil {
-		return nil
-	}
-	cached, err := c.setLister.StatefulSets(ns).Get(name)
-	if apierrors.IsNotFound(err) {
-		c.expectations.Remove(key)
-		return nil
-	}
-	if err != nil {
+	set, sel, err := c.pods.Start(key)
+	if set == nil {
 		return err
-	}
-	set := cached.DeepCopy()
-	sel, err := metav1.LabelSelectorAsSelector(set.Spec.Selector)
-	if err != nil {
-		utilruntime.HandleError(fmt.Errorf("statefulset %s: bad selector: %w", key, err))
-		return nil
 	}
 	if sel.Empty() {
 		// Validation forbids it; should one exist, it adopts nothing.
