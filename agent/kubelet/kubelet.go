@@ -130,6 +130,12 @@ type Kubelet struct {
 	// claimPaths are the host paths of each pod's persistentVolumeClaim
 	// volumes, by volume name, as its last sync resolved them.
 	claimPaths map[types.UID]map[string]string
+
+	// admitMu orders admission decisions (admission.go); admitted holds
+	// them, by pod, until the pod's worker ends. Taken before mu, never
+	// under it.
+	admitMu  sync.Mutex
+	admitted map[types.UID]admission
 }
 
 // New builds a kubelet; Run starts it.
@@ -145,7 +151,8 @@ func New(cfg Config, client kubernetes.Interface, rt Runtime, recorder record.Ev
 	}
 	return &Kubelet{cfg: cfg, client: client, runtime: rt, recorder: recorder, machine: nodestatus.Host{DataDir: cfg.DataDir},
 		secrets: secretCache(client), configs: configMapCache(client), claims: claimCache(client), volumes: volumeCache(client),
-		tokens: newTokenManager(client), workers: map[types.UID]*podWorker{}, claimPaths: map[types.UID]map[string]string{}}
+		tokens: newTokenManager(client), workers: map[types.UID]*podWorker{}, claimPaths: map[types.UID]map[string]string{},
+		admitted: map[types.UID]admission{}}
 }
 
 // Run registers the node, sets up the pod network, and runs pods until
@@ -286,6 +293,7 @@ func (k *Kubelet) forget(uid types.UID) {
 	delete(k.workers, uid)
 	delete(k.claimPaths, uid)
 	k.mu.Unlock()
+	k.forgetAdmission(uid)
 	k.tokens.forget(uid)
 }
 

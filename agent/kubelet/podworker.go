@@ -57,6 +57,9 @@ type podWorker struct {
 	started   map[string]bool // container IDs whose postStart hook ran
 	startTime time.Time
 	posted    *corev1.PodStatus
+	// admitted: admission let the pod start (admission.go); rejectEvent:
+	// its rejection's Event was recorded.
+	admitted, rejectEvent bool
 	// created is when the kubelet first saw the pod: its Secrets and
 	// ConfigMaps are read fresh once after it (objects.go).
 	created time.Time
@@ -189,6 +192,13 @@ func (w *podWorker) sync(pod *corev1.Pod, gone bool) bool {
 		// A finished pod keeps its status; its containers stay stopped.
 		w.killAll(ctx, pod, 0)
 		return false
+	}
+	if !w.admitted {
+		if a := w.k.admit(ctx, pod); !a.ok {
+			w.reject(ctx, pod, a)
+			return false
+		}
+		w.admitted = true
 	}
 	if w.startTime.IsZero() {
 		w.startTime = time.Now()

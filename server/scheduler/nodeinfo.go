@@ -4,6 +4,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/kelp-project/kelp/server/scheduler/hostports"
 )
 
 // Default requests used for scoring containers that request nothing, as
@@ -76,14 +78,8 @@ type podInfo struct {
 	pod      *v1.Pod
 	request  resources // max(sum containers, max init) + overhead
 	nonZero  resources // same, with defaults for unset cpu/memory (scoring only)
-	ports    []hostPort
+	ports    []hostports.Port
 	ownerUID types.UID // controller owner, "" if none
-}
-
-type hostPort struct {
-	ip       string
-	protocol v1.Protocol
-	port     int32
 }
 
 func newPodInfo(pod *v1.Pod) *podInfo {
@@ -91,7 +87,7 @@ func newPodInfo(pod *v1.Pod) *podInfo {
 	pi.request = resourcesFromList(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}))
 	nz := resourcesFromList(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{NonMissingContainerRequests: nonZeroDefaults}))
 	pi.nonZero = resources{MilliCPU: nz.MilliCPU, Memory: nz.Memory}
-	pi.ports = podHostPorts(pod)
+	pi.ports = hostports.Of(pod)
 	for _, ref := range pod.OwnerReferences {
 		if ref.Controller != nil && *ref.Controller {
 			pi.ownerUID = ref.UID
@@ -99,31 +95,6 @@ func newPodInfo(pod *v1.Pod) *podInfo {
 		}
 	}
 	return pi
-}
-
-func podHostPorts(pod *v1.Pod) []hostPort {
-	var out []hostPort
-	for _, c := range pod.Spec.Containers {
-		for _, p := range c.Ports {
-			if p.HostPort <= 0 {
-				continue
-			}
-			out = append(out, normalizePort(p))
-		}
-	}
-	return out
-}
-
-func normalizePort(p v1.ContainerPort) hostPort {
-	ip := p.HostIP
-	if ip == "" {
-		ip = "0.0.0.0"
-	}
-	proto := p.Protocol
-	if proto == "" {
-		proto = v1.ProtocolTCP
-	}
-	return hostPort{ip: ip, protocol: proto, port: p.HostPort}
 }
 
 // nodeInfo is the cached state of one node.
@@ -134,14 +105,14 @@ type nodeInfo struct {
 	pods        map[types.UID]*podInfo
 	requested   resources
 	nonZeroReq  resources
-	usedPorts   map[hostPort]int
+	usedPorts   hostports.Used
 	ownerCount  map[types.UID]int
 }
 
 func newNodeInfo() *nodeInfo {
 	return &nodeInfo{
 		pods:       map[types.UID]*podInfo{},
-		usedPorts:  map[hostPort]int{},
+		usedPorts:  hostports.Used{},
 		ownerCount: map[types.UID]int{},
 	}
 }
@@ -159,9 +130,7 @@ func (n *nodeInfo) addPod(pi *podInfo) {
 	n.pods[pi.pod.UID] = pi
 	n.requested.add(&pi.request)
 	n.nonZeroReq.add(&pi.nonZero)
-	for _, p := range pi.ports {
-		n.usedPorts[p]++
-	}
+	n.usedPorts.Add(pi.ports)
 	if pi.ownerUID != "" {
 		n.ownerCount[pi.ownerUID]++
 	}
@@ -175,37 +144,11 @@ func (n *nodeInfo) removePod(uid types.UID) bool {
 	delete(n.pods, uid)
 	n.requested.sub(&pi.request)
 	n.nonZeroReq.sub(&pi.nonZero)
-	for _, p := range pi.ports {
-		if n.usedPorts[p]--; n.usedPorts[p] <= 0 {
-			delete(n.usedPorts, p)
-		}
-	}
+	n.usedPorts.Remove(pi.ports)
 	if pi.ownerUID != "" {
 		if n.ownerCount[pi.ownerUID]--; n.ownerCount[pi.ownerUID] <= 0 {
 			delete(n.ownerCount, pi.ownerUID)
 		}
 	}
 	return true
-}
-
-// portConflict reports whether want conflicts with a used port, with the
-// upstream rule that 0.0.0.0 conflicts with every IP of the same
-// protocol/port.
-func (n *nodeInfo) portConflict(want hostPort) bool {
-	if len(n.usedPorts) == 0 {
-		return false
-	}
-	if want.ip == "0.0.0.0" {
-		for used := range n.usedPorts {
-			if used.port == want.port && used.protocol == want.protocol {
-				return true
-			}
-		}
-		return false
-	}
-	if n.usedPorts[want] > 0 {
-		return true
-	}
-	any := hostPort{ip: "0.0.0.0", protocol: want.protocol, port: want.port}
-	return n.usedPorts[any] > 0
 }

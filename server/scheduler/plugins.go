@@ -118,10 +118,8 @@ func runFilters(ps *podState, ni *nodeInfo) *filterStatus {
 		return &filterStatus{reasons: []string{reasonNodeAffinity}, unresolvable: true}
 	}
 	// NodePorts
-	for _, p := range ps.info.ports {
-		if ni.portConflict(p) {
-			return &filterStatus{reasons: []string{reasonNodePorts}}
-		}
+	if !ni.usedPorts.Fits(ps.info.ports) {
+		return &filterStatus{reasons: []string{reasonNodePorts}}
 	}
 	// NodeResourcesFit
 	if reasons := fitResources(ps.info, ni); len(reasons) > 0 {

@@ -88,23 +88,3 @@ func TestQueueBackoffAndUnschedulable(t *testing.T) {
 		t.Fatal("delete left the pod queued")
 	}
 }
-
-func TestPortConflictRules(t *testing.T) {
-	ni := newNodeInfo()
-	ni.addPod(&podInfo{pod: makePod("a", "", ""), ports: []hostPort{{ip: "10.0.0.1", protocol: v1.ProtocolTCP, port: 80}}})
-	cases := []struct {
-		p    hostPort
-		want bool
-	}{
-		{hostPort{"10.0.0.1", v1.ProtocolTCP, 80}, true},
-		{hostPort{"0.0.0.0", v1.ProtocolTCP, 80}, true},
-		{hostPort{"10.0.0.2", v1.ProtocolTCP, 80}, false},
-		{hostPort{"10.0.0.1", v1.ProtocolUDP, 80}, false},
-		{hostPort{"10.0.0.1", v1.ProtocolTCP, 81}, false},
-	}
-	for _, c := range cases {
-		if got := ni.portConflict(c.p); got != c.want {
-			t.Errorf("%+v: got %v want %v", c.p, got, c.want)
-		}
-	}
-}
