@@ -16,6 +16,12 @@ import (
 const (
 	// Indexed Jobs track indexes individually; upstream caps parallelism.
 	maxParallelismForIndexedJob = 100000
+	// Upstream's caps on failed indexes, and on Indexed Jobs with many
+	// completions and backoffLimitPerIndex.
+	maxFailedIndexesForIndexedJob           = 100000
+	completionsSoftLimit                    = 100000
+	parallelismLimitForHighCompletions      = 10000
+	maxFailedIndexesLimitForHighCompletions = 10000
 	// A CronJob's Jobs are named <cronjob>-<unix minutes>; the 11
 	// characters of suffix must still fit a 63-character label.
 	maxCronJobNameLength = 52
@@ -80,6 +86,20 @@ func validateJobSpec(spec *batchv1.JobSpec, fldPath *field.Path) field.ErrorList
 		if spec.Completions != nil && spec.MaxFailedIndexes != nil && *spec.MaxFailedIndexes > *spec.Completions {
 			allErrs = append(allErrs, field.Invalid(fldPath.Child("maxFailedIndexes"), *spec.MaxFailedIndexes, "must be less than or equal to completions"))
 		}
+		if spec.MaxFailedIndexes != nil && *spec.MaxFailedIndexes > maxFailedIndexesForIndexedJob {
+			allErrs = append(allErrs, field.Invalid(fldPath.Child("maxFailedIndexes"), *spec.MaxFailedIndexes, fmt.Sprintf("must be less than or equal to %d", maxFailedIndexesForIndexedJob)))
+		}
+		if spec.Completions != nil && *spec.Completions > completionsSoftLimit && spec.BackoffLimitPerIndex != nil {
+			if spec.MaxFailedIndexes == nil {
+				allErrs = append(allErrs, field.Required(fldPath.Child("maxFailedIndexes"), fmt.Sprintf("must be specified when completions is above %d", completionsSoftLimit)))
+			}
+			if spec.Parallelism != nil && *spec.Parallelism > parallelismLimitForHighCompletions {
+				allErrs = append(allErrs, field.Invalid(fldPath.Child("parallelism"), *spec.Parallelism, fmt.Sprintf("must be less than or equal to %d when completions are above %d and used with backoff limit per index", parallelismLimitForHighCompletions, completionsSoftLimit)))
+			}
+			if spec.MaxFailedIndexes != nil && *spec.MaxFailedIndexes > maxFailedIndexesLimitForHighCompletions {
+				allErrs = append(allErrs, field.Invalid(fldPath.Child("maxFailedIndexes"), *spec.MaxFailedIndexes, fmt.Sprintf("must be less than or equal to %d when completions are above %d and used with backoff limit per index", maxFailedIndexesLimitForHighCompletions, completionsSoftLimit)))
+			}
+		}
 	} else {
 		if spec.BackoffLimitPerIndex != nil {
 			allErrs = append(allErrs, field.Invalid(fldPath.Child("backoffLimitPerIndex"), *spec.BackoffLimitPerIndex, "requires indexed completion mode"))
@@ -90,6 +110,11 @@ func validateJobSpec(spec *batchv1.JobSpec, fldPath *field.Path) field.ErrorList
 	}
 	if pfp := spec.PodFailurePolicy; pfp != nil {
 		allErrs = append(allErrs, validatePodFailurePolicy(pfp, fldPath.Child("podFailurePolicy"))...)
+		for i, r := range pfp.Rules {
+			if r.Action == batchv1.PodFailurePolicyActionFailIndex && spec.BackoffLimitPerIndex == nil {
+				allErrs = append(allErrs, field.Invalid(fldPath.Child("podFailurePolicy", "rules").Index(i).Child("action"), r.Action, "requires the backoffLimitPerIndex to be set"))
+			}
+		}
 	}
 	if prp := spec.PodReplacementPolicy; prp != nil {
 		p := fldPath.Child("podReplacementPolicy")

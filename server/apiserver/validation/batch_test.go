@@ -47,6 +47,21 @@ func TestJobCreate(t *testing.T) {
 					Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{42}},
 			}}}
 		}, []want{{field.ErrorTypeInvalid, "spec.template.spec.restartPolicy", `only "Never" is supported`}}},
+		{"FailIndex needs backoffLimitPerIndex", func(j *batchv1.Job) {
+			j.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
+			j.Spec.Completions = ptr.To(int32(2))
+			j.Spec.PodReplacementPolicy = ptr.To(batchv1.Failed)
+			j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+				Action: batchv1.PodFailurePolicyActionFailIndex,
+				OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
+					Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{42}},
+			}}}
+		}, []want{{field.ErrorTypeInvalid, "spec.podFailurePolicy.rules[0].action", "requires the backoffLimitPerIndex to be set"}}},
+		{"maxFailedIndexes needed above 100000 completions with backoffLimitPerIndex", func(j *batchv1.Job) {
+			j.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
+			j.Spec.Completions = ptr.To(int32(100001))
+			j.Spec.BackoffLimitPerIndex = ptr.To(int32(1))
+		}, []want{{field.ErrorTypeRequired, "spec.maxFailedIndexes", "must be specified when completions is above 100000"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,7 +1,8 @@
 // Package job is kelp's Job controller, as upstream's: it runs a Job's
 // pods to completions (or, without completions, until one succeeds), at
 // most parallelism at a time, replaces failed pods after an exponential
-// backoff until backoffLimit, honours activeDeadlineSeconds, suspend,
+// backoff until backoffLimit (or, Indexed, per index until
+// backoffLimitPerIndex), honours activeDeadlineSeconds, suspend,
 // Indexed completion and podFailurePolicy, and writes the Job's status and
 // conditions.
 //

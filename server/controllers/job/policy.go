@@ -17,8 +17,15 @@ import (
 // backoffLimit (false only for Ignore). No rule matching counts the
 // failure, as a Job without a policy does.
 func matchFailurePolicy(policy *batch.PodFailurePolicy, pod *v1.Pod) (failJob *string, counts bool) {
+	failJob, counts, _ = matchFailurePolicyAction(policy, pod)
+	return failJob, counts
+}
+
+// matchFailurePolicyAction is matchFailurePolicy that also names the action
+// of the rule that matched (nil when none did, or there is no policy).
+func matchFailurePolicyAction(policy *batch.PodFailurePolicy, pod *v1.Pod) (failJob *string, counts bool, action *batch.PodFailurePolicyAction) {
 	if policy == nil {
-		return nil, true
+		return nil, true, nil
 	}
 	for i, rule := range policy.Rules {
 		var what string
@@ -39,16 +46,17 @@ func matchFailurePolicy(policy *batch.PodFailurePolicy, pod *v1.Pod) (failJob *s
 		default:
 			continue
 		}
-		switch rule.Action {
+		action := rule.Action
+		switch action {
 		case batch.PodFailurePolicyActionIgnore:
-			return nil, false
+			return nil, false, &action
 		case batch.PodFailurePolicyActionFailJob:
-			return &what, true
-		default: // Count, and FailIndex (kelp has no per-index backoff: it counts)
-			return nil, true
+			return &what, true, &action
+		default: // Count, and FailIndex (which also fails the pod's index)
+			return nil, true, &action
 		}
 	}
-	return nil, true
+	return nil, true, nil
 }
 
 // matchExitCodes returns a terminated container (regular first, then init)

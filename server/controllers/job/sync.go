@@ -44,6 +44,10 @@ type state struct {
 	expectedRemoved map[types.UID]struct{}
 	// Indexed Jobs: succeeded indexes before and including this sync.
 	prevSucceededIndexes, succeededIndexes intervals
+	// backoffLimitPerIndex: the failed indexes, and per index awaiting a
+	// new pod its last failed pod (see perindex.go).
+	failedIndexes   intervals
+	awaitingReplace map[int]*v1.Pod
 	// finished is the condition the Job is heading for: SuccessCriteriaMet
 	// or FailureTarget until its pods are all counted, then Complete or
 	// Failed.
@@ -158,6 +162,21 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if isIndexed(job) {
 		s.prevSucceededIndexes, s.succeededIndexes = succeededIndexes(job, pods)
 		s.succeeded = int32(s.succeededIndexes.total())
+		if hasBackoffLimitPerIndex(job) {
+			s.failedIndexes = calcFailedIndexes(job, pods)
+			failed, done := s.failedIndexes.total(), s.failedIndexes.total()+s.succeededIndexes.total()
+			if s.finished == nil {
+				switch {
+				case job.Spec.MaxFailedIndexes != nil && failed > int(*job.Spec.MaxFailedIndexes):
+					f := newCondition(batch.JobFailureTarget, v1.ConditionTrue, reasonMaxFailedIndexes, "Job has exceeded the specified maximal number of failed indexes", now)
+					s.finished = &f
+				case failed > 0 && done >= int(*job.Spec.Completions):
+					f := newCondition(batch.JobFailureTarget, v1.ConditionTrue, reasonFailedIndexes, "Job has failed indexes", now)
+					s.finished = &f
+				}
+			}
+			s.awaitingReplace = podsAwaitingReplacement(s)
+		}
 	}
 
 	var manageErr error
@@ -344,9 +363,12 @@ func (c *Controller) manage(ctx context.Context, key string, s *state) (int32, e
 	if diff <= 0 {
 		return active, nil
 	}
-	if left := s.newBackoff.remaining(c.now(), c.PodFailureBackoff, c.MaxBackoff); left > 0 {
-		c.queue.AddAfter(key, left)
-		return active, nil
+	if !hasBackoffLimitPerIndex(job) {
+		// Per index, each index waits on its own failures (below).
+		if left := s.newBackoff.remaining(c.now(), c.PodFailureBackoff, c.MaxBackoff); left > 0 {
+			c.queue.AddAfter(key, left)
+			return active, nil
+		}
 	}
 	diff = min(diff, MaxPodCreateDeletePerSync)
 	var indexes []int
@@ -364,10 +386,21 @@ func (c *Controller) manage(ctx context.Context, key string, s *state) (int32, e
 				}
 			}
 		}
-		indexes = pendingIndexes(s.succeededIndexes, busy, int(diff), int(*job.Spec.Completions))
+		done := s.succeededIndexes
+		if hasBackoffLimitPerIndex(job) {
+			done = canonical(append(append([]interval(nil), done...), s.failedIndexes...))
+		}
+		indexes = pendingIndexes(done, busy, int(diff), int(*job.Spec.Completions))
+		if hasBackoffLimitPerIndex(job) {
+			var wait time.Duration
+			if indexes, wait = c.indexesReadyNow(indexes, s.awaitingReplace); wait > 0 {
+				c.queue.AddAfter(key, wait)
+				return active, nil
+			}
+		}
 		diff = int32(len(indexes))
 	}
-	created, err := c.createPods(ctx, job, key, int(diff), indexes)
+	created, err := c.createPods(ctx, job, key, int(diff), indexes, s.awaitingReplace)
 	return active + int32(created), err
 }
 
@@ -405,7 +438,7 @@ func rankForRemoval(job *batch.Job, pods []*v1.Pod, n int) []*v1.Pod {
 // createPods creates n pods (for Indexed Jobs, one per index) in batches
 // that start at one and double, so that a Job whose pods all fail to
 // create (quota, admission) costs a few requests, not n.
-func (c *Controller) createPods(ctx context.Context, job *batch.Job, key string, n int, indexes []int) (int, error) {
+func (c *Controller) createPods(ctx context.Context, job *batch.Job, key string, n int, indexes []int, replaced map[int]*v1.Pod) (int, error) {
 	c.expectations.Expect(key, n, nil)
 	template := job.Spec.Template.DeepCopy()
 	if isIndexed(job) {
@@ -429,7 +462,7 @@ func (c *Controller) createPods(ctx context.Context, job *batch.Job, key string,
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				err := c.createPod(ctx, job, template, ix)
+				err := c.createPod(ctx, job, template, ix, replaced[ix])
 				if err == nil {
 					created.Add(1)
 					return
@@ -454,7 +487,9 @@ func (c *Controller) createPods(ctx context.Context, job *batch.Job, key string,
 	return int(created.Load()), utilerrors.NewAggregate(errs)
 }
 
-func (c *Controller) createPod(ctx context.Context, job *batch.Job, template *v1.PodTemplateSpec, ix int) error {
+// createPod creates one pod; for an Indexed Job with backoffLimitPerIndex,
+// replaced is the index's failed pod it replaces (nil if none).
+func (c *Controller) createPod(ctx context.Context, job *batch.Job, template *v1.PodTemplateSpec, ix int, replaced *v1.Pod) error {
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			GenerateName:    job.Name + "-",
@@ -476,6 +511,9 @@ func (c *Controller) createPod(ctx context.Context, job *batch.Job, template *v1
 		pod.Labels[batch.JobCompletionIndexAnnotation] = strconv.Itoa(ix)
 		pod.Spec.Hostname = fmt.Sprintf("%s-%d", job.Name, ix)
 		pod.GenerateName = generateNameWithIndex(job.Name, ix)
+		if hasBackoffLimitPerIndex(job) {
+			setIndexFailureCounts(pod, job, replaced)
+		}
 	}
 	if len(pod.Labels) == 0 {
 		return fmt.Errorf("unable to create pods, no labels")

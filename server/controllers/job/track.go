@@ -47,6 +47,13 @@ func (c *Controller) track(ctx context.Context, key string, s *state, needsFlush
 		if !(job.DeletionTimestamp != nil || s.finished != nil || p.Status.Phase == v1.PodSucceeded || failed) {
 			continue
 		}
+		if job.DeletionTimestamp == nil && s.finished == nil && p.Status.Phase != v1.PodSucceeded {
+			// backoffLimitPerIndex: the index's last failed pod keeps its
+			// finalizer (and is counted) once its replacement exists.
+			if r, ok := s.awaitingReplace[completionIndex(p)]; ok && r.UID == p.UID {
+				continue
+			}
+		}
 		toRelease = append(toRelease, p)
 		switch {
 		case p.Status.Phase == v1.PodSucceeded && !s.uncountedFailed[p.UID]:
@@ -82,6 +89,15 @@ func (c *Controller) track(ctx context.Context, key string, s *state, needsFlush
 			needsFlush = true
 		}
 		job.Status.Succeeded = int32(s.succeededIndexes.total())
+		var failedIndexes *string
+		if hasBackoffLimitPerIndex(job) {
+			str := s.failedIndexes.String()
+			failedIndexes = &str
+		}
+		if !equalStringPtr(job.Status.FailedIndexes, failedIndexes) {
+			job.Status.FailedIndexes = failedIndexes
+			needsFlush = true
+		}
 	}
 	now := c.now()
 	if s.finished != nil && s.finished.Type == batch.JobFailureTarget {
@@ -244,4 +260,11 @@ func (c *Controller) writeStatus(ctx context.Context, key string, job *batch.Job
 	}
 	c.recordWritten(key, updated)
 	return updated, nil
+}
+
+func equalStringPtr(a, b *string) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }
