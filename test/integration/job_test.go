@@ -362,3 +362,39 @@ func TestJobPodFailurePolicyFailJob(t *testing.T) {
 		t.Errorf("status %+v", job.Status)
 	}
 }
+
+// An Indexed Job whose successPolicy (one succeeded index) is met while
+// other indexes remain: SuccessCriteriaMet then Complete, both with reason
+// SuccessPolicy, the remaining pods stopped and not counted as failed.
+func TestJobSuccessPolicy(t *testing.T) {
+	s := startServer(t)
+	cs := s.client()
+	ctx := ctxT(t)
+	simkubelet.Start(t, cs, "node-1")
+	j := testJob("sp", 5, 2, 0, "1s")
+	j.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
+	j.Spec.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{{SucceededCount: ptr.To(int32(1))}}}
+	if _, err := cs.BatchV1().Jobs("default").Create(ctx, j, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	job := waitJob(t, cs, "sp", 60*time.Second, func(j *batchv1.Job) bool { return jobCondition(j, batchv1.JobComplete) != nil })
+	met, complete := jobCondition(job, batchv1.JobSuccessCriteriaMet), jobCondition(job, batchv1.JobComplete)
+	if met == nil || met.Reason != batchv1.JobReasonSuccessPolicy || met.Message != "Matched rules at index 0" {
+		t.Errorf("SuccessCriteriaMet %+v", met)
+	}
+	if complete.Reason != batchv1.JobReasonSuccessPolicy || complete.Message != "Matched rules at index 0" {
+		t.Errorf("Complete %+v", complete)
+	}
+	st := job.Status
+	if st.Succeeded < 1 || st.Succeeded >= 5 || st.Failed != 0 || st.Active != 0 ||
+		!ptr.Equal(st.Ready, ptr.To(int32(0))) || !ptr.Equal(st.Terminating, ptr.To(int32(0))) || st.CompletionTime == nil {
+		t.Errorf("status %+v", st)
+	}
+	// An invalid policy is refused.
+	bad := testJob("sp-bad", 2, 2, 0, "1s")
+	bad.Spec.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{{SucceededCount: ptr.To(int32(1))}}}
+	if _, err := cs.BatchV1().Jobs("default").Create(ctx, bad, metav1.CreateOptions{}); !apierrors.IsInvalid(err) ||
+		!strings.Contains(err.Error(), "requires indexed completion mode") {
+		t.Errorf("non-indexed Job with successPolicy: %v", err)
+	}
+}

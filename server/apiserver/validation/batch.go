@@ -3,6 +3,7 @@ package validation
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 	_ "time/tzdata" // CronJob timeZone must resolve even without system zoneinfo.
@@ -25,6 +26,9 @@ const (
 	// A CronJob's Jobs are named <cronjob>-<unix minutes>; the 11
 	// characters of suffix must still fit a 63-character label.
 	maxCronJobNameLength = 52
+	// Upstream's caps on successPolicy.
+	maxSuccessPolicyRules            = 20
+	maxSuccessPolicySucceededIndexes = 64 * 1024
 )
 
 var validTimeZoneCharacters = regexp.MustCompile(`^[A-Za-z\.\-_0-9+]{1,14}$`)
@@ -116,6 +120,13 @@ func validateJobSpec(spec *batchv1.JobSpec, fldPath *field.Path) field.ErrorList
 			}
 		}
 	}
+	if sp := spec.SuccessPolicy; sp != nil {
+		if !indexed {
+			allErrs = append(allErrs, field.Invalid(fldPath.Child("successPolicy"), *sp, "requires indexed completion mode"))
+		} else if spec.Completions != nil {
+			allErrs = append(allErrs, validateSuccessPolicy(sp, *spec.Completions, fldPath.Child("successPolicy"))...)
+		}
+	}
 	if prp := spec.PodReplacementPolicy; prp != nil {
 		p := fldPath.Child("podReplacementPolicy")
 		switch {
@@ -140,6 +151,86 @@ func validateJobSpec(spec *batchv1.JobSpec, fldPath *field.Path) field.ErrorList
 		allErrs = append(allErrs, field.Invalid(rpPath, rp, fmt.Sprintf("only %q is supported when podFailurePolicy is specified", corev1.RestartPolicyNever)))
 	}
 	return allErrs
+}
+
+// validateSuccessPolicy: 1 to 20 rules, each with succeededIndexes (an
+// increasing interval list within completions, at most 64 KiB) and/or
+// succeededCount (at most completions, and at most the indexes listed).
+func validateSuccessPolicy(sp *batchv1.SuccessPolicy, completions int32, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	rulesPath := fldPath.Child("rules")
+	if len(sp.Rules) == 0 {
+		allErrs = append(allErrs, field.Required(rulesPath, "at least one rules must be specified when the successPolicy is specified"))
+	}
+	if len(sp.Rules) > maxSuccessPolicyRules {
+		allErrs = append(allErrs, field.TooMany(rulesPath, len(sp.Rules), maxSuccessPolicyRules))
+	}
+	for i, rule := range sp.Rules {
+		rulePath := rulesPath.Index(i)
+		if rule.SucceededCount == nil && rule.SucceededIndexes == nil {
+			allErrs = append(allErrs, field.Required(rulePath, "at least one of succeededCount or succeededIndexes must be specified"))
+		}
+		var total int32
+		if rule.SucceededIndexes != nil {
+			p := rulePath.Child("succeededIndexes")
+			if len(*rule.SucceededIndexes) > maxSuccessPolicySucceededIndexes {
+				allErrs = append(allErrs, field.TooLong(p, "", maxSuccessPolicySucceededIndexes))
+			}
+			var err error
+			if total, err = indexesTotal(*rule.SucceededIndexes, completions); err != nil {
+				allErrs = append(allErrs, field.Invalid(p, *rule.SucceededIndexes, fmt.Sprintf("error parsing succeededIndexes: %s", err.Error())))
+			}
+		}
+		if c := rule.SucceededCount; c != nil {
+			p := rulePath.Child("succeededCount")
+			allErrs = append(allErrs, validateNonnegative(int64(*c), p)...)
+			if *c > completions {
+				allErrs = append(allErrs, field.Invalid(p, *c, fmt.Sprintf("must be less than or equal to %d (the number of specified completions)", completions)))
+			}
+			if rule.SucceededIndexes != nil && *c > total {
+				allErrs = append(allErrs, field.Invalid(p, *c, fmt.Sprintf("must be less than or equal to %d (the number of indexes in the specified succeededIndexes field)", total)))
+			}
+		}
+	}
+	return allErrs
+}
+
+// indexesTotal parses an index list such as "1,3-5,7" (strictly
+// increasing, each index below completions) and counts its indexes, with
+// upstream's error texts.
+func indexesTotal(s string, completions int32) (int32, error) {
+	if s == "" {
+		return 0, nil
+	}
+	var total int32
+	last := int64(-1)
+	for _, part := range strings.Split(s, ",") {
+		limits := strings.Split(part, "-")
+		if len(limits) > 2 {
+			return 0, fmt.Errorf("the fragment %q violates the requirement that an index interval can have at most two parts separated by '-'", part)
+		}
+		bounds := make([]int64, len(limits))
+		for k, l := range limits {
+			x, err := strconv.Atoi(l)
+			if err != nil {
+				return 0, fmt.Errorf("cannot convert string to integer for index: %q", l)
+			}
+			if x >= int(completions) {
+				return 0, fmt.Errorf("too large index: %q", l)
+			}
+			bounds[k] = int64(x)
+		}
+		x, y := bounds[0], bounds[len(bounds)-1]
+		if len(bounds) == 2 && x >= y {
+			return 0, fmt.Errorf("non-increasing order, previous: %d, current: %d", x, y)
+		}
+		if x <= last {
+			return 0, fmt.Errorf("non-increasing order, previous: %d, current: %d", last, x)
+		}
+		total += int32(y - x + 1)
+		last = y
+	}
+	return total, nil
 }
 
 func validatePodFailurePolicy(pfp *batchv1.PodFailurePolicy, fldPath *field.Path) field.ErrorList {

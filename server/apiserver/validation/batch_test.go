@@ -62,6 +62,45 @@ func TestJobCreate(t *testing.T) {
 			j.Spec.Completions = ptr.To(int32(100001))
 			j.Spec.BackoffLimitPerIndex = ptr.To(int32(1))
 		}, []want{{field.ErrorTypeRequired, "spec.maxFailedIndexes", "must be specified when completions is above 100000"}}},
+		{"valid successPolicy", func(j *batchv1.Job) {
+			indexedFive(j)
+			j.Spec.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{
+				{SucceededIndexes: ptr.To("0,2-4"), SucceededCount: ptr.To(int32(4))}, {SucceededCount: ptr.To(int32(5))}}}
+		}, nil},
+		{"successPolicy needs indexed", func(j *batchv1.Job) {
+			j.Spec.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{{SucceededCount: ptr.To(int32(1))}}}
+		}, []want{{field.ErrorTypeInvalid, "spec.successPolicy", "requires indexed completion mode"}}},
+		{"successPolicy needs rules", func(j *batchv1.Job) {
+			indexedFive(j)
+			j.Spec.SuccessPolicy = &batchv1.SuccessPolicy{}
+		}, []want{{field.ErrorTypeRequired, "spec.successPolicy.rules", "at least one rules must be specified"}}},
+		{"successPolicy at most 20 rules", func(j *batchv1.Job) {
+			indexedFive(j)
+			j.Spec.SuccessPolicy = &batchv1.SuccessPolicy{Rules: make([]batchv1.SuccessPolicyRule, 21)}
+			for i := range j.Spec.SuccessPolicy.Rules {
+				j.Spec.SuccessPolicy.Rules[i].SucceededCount = ptr.To(int32(1))
+			}
+		}, []want{{field.ErrorTypeTooMany, "spec.successPolicy.rules", ""}}},
+		{"successPolicy empty rule", func(j *batchv1.Job) {
+			indexedFive(j)
+			j.Spec.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{{}}}
+		}, []want{{field.ErrorTypeRequired, "spec.successPolicy.rules[0]", "at least one of succeededCount or succeededIndexes"}}},
+		{"successPolicy index too large", func(j *batchv1.Job) {
+			indexedFive(j)
+			j.Spec.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{{SucceededIndexes: ptr.To("1-5")}}}
+		}, []want{{field.ErrorTypeInvalid, "spec.successPolicy.rules[0].succeededIndexes", `error parsing succeededIndexes: too large index: "5"`}}},
+		{"successPolicy indexes not increasing", func(j *batchv1.Job) {
+			indexedFive(j)
+			j.Spec.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{{SucceededIndexes: ptr.To("1-3,2")}}}
+		}, []want{{field.ErrorTypeInvalid, "spec.successPolicy.rules[0].succeededIndexes", "non-increasing order, previous: 3, current: 2"}}},
+		{"successPolicy count over completions and listed indexes", func(j *batchv1.Job) {
+			indexedFive(j)
+			j.Spec.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{
+				{SucceededIndexes: ptr.To("0-1"), SucceededCount: ptr.To(int32(3))}, {SucceededCount: ptr.To(int32(6))}}}
+		}, []want{
+			{field.ErrorTypeInvalid, "spec.successPolicy.rules[0].succeededCount", "must be less than or equal to 2 (the number of indexes in the specified succeededIndexes field)"},
+			{field.ErrorTypeInvalid, "spec.successPolicy.rules[1].succeededCount", "must be less than or equal to 5 (the number of specified completions)"},
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -202,4 +241,9 @@ func TestCronParser(t *testing.T) {
 			t.Errorf("%q: error %v, want it to contain %q", s, err, msg)
 		}
 	}
+}
+
+func indexedFive(j *batchv1.Job) {
+	j.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
+	j.Spec.Completions = ptr.To(int32(5))
 }

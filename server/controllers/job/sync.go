@@ -177,13 +177,22 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 			}
 			s.awaitingReplace = podsAwaitingReplacement(s)
 		}
+		// successPolicy: a matched rule ends the Job as succeeded; the
+		// pods still running are stopped and not counted as failures.
+		if s.finished == nil {
+			if msg, met := matchSuccessPolicy(job.Spec.SuccessPolicy, *job.Spec.Completions, s.succeededIndexes); met {
+				f := newCondition(batch.JobSuccessCriteriaMet, v1.ConditionTrue, reasonSuccessPolicy, msg, now)
+				s.finished = &f
+			}
+		}
 	}
 
 	var manageErr error
 	conditionsChanged := false
 	if s.finished != nil {
-		// Failing: stop every active pod. The finalizers stay; tracking
-		// removes them once the pods are counted.
+		// Finishing (failed, or successPolicy met): stop every active pod.
+		// The finalizers stay; tracking removes them once the pods are
+		// counted (as failed only if the Job failed).
 		deleted, deletedReady, err := c.deletePods(ctx, job, key, s.active, false)
 		if deleted != active || !satisfied {
 			s.finished = nil // not all gone, or the cache is behind: decide later
