@@ -17,11 +17,29 @@ import (
 // The workload controllers driving real containers: a DaemonSet's pod and
 // its rolling update, Jobs whose pods really exit (an Indexed one reading
 // JOB_COMPLETION_INDEX, a failing one running out of retries, a finished
-// one removed by its TTL), and a drain that a PodDisruptionBudget holds.
+// one removed by its TTL), a drain that a PodDisruptionBudget holds, and
+// a CronJob's Job one real minute later.
 func TestWorkloadControllers(t *testing.T) {
 	c := startCluster(t)
 	ctx := context.Background()
 	node := c.node().Name
+	// A CronJob of every minute, made first so that its first run falls
+	// while the other subtests run; the last subtest waits for it.
+	c.apply(t, `apiVersion: batch/v1
+kind: CronJob
+metadata: {name: tick}
+spec:
+  schedule: "* * * * *"
+  concurrencyPolicy: Forbid
+  successfulJobsHistoryLimit: 2
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: Never
+          terminationGracePeriodSeconds: 1
+          containers: [{name: tick, image: busybox:1.35, imagePullPolicy: IfNotPresent, command: ["sh", "-c", "echo tick at $(date +%H:%M:%S)"]}]
+`)
 
 	t.Run("DaemonSet", func(t *testing.T) {
 		c.apply(t, `apiVersion: apps/v1
@@ -215,6 +233,41 @@ spec:
 		c.mustKubectl("uncordon", node)
 		if out, err := c.kubectl("rollout", "status", "deploy/web", "--timeout=60s"); err != nil {
 			t.Fatalf("after uncordon: %v\n%s", err, out)
+		}
+	})
+
+	t.Run("CronJob", func(t *testing.T) {
+		// One real minute: the controller's clock is the wall clock here
+		// (the fake-clock cases are the controller's unit tests).
+		var done *batchv1.Job
+		c.waitFor(130*time.Second, "a Job the CronJob scheduled to complete", func() bool {
+			l, err := c.cs.BatchV1().Jobs("default").List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false
+			}
+			for i, j := range l.Items {
+				if ref := metav1.GetControllerOf(&j); ref != nil && ref.Kind == "CronJob" && ref.Name == "tick" && j.Status.Succeeded == 1 {
+					done = &l.Items[i]
+					return true
+				}
+			}
+			return false
+		})
+		if !strings.HasPrefix(done.Name, "tick-") {
+			t.Errorf("scheduled Job %s: want tick-<minutes since the epoch>", done.Name)
+		}
+		c.waitFor(20*time.Second, "the CronJob's status to record the run", func() bool {
+			cj, err := c.cs.BatchV1().CronJobs("default").Get(ctx, "tick", metav1.GetOptions{})
+			return err == nil && cj.Status.LastScheduleTime != nil && cj.Status.LastSuccessfulTime != nil
+		})
+		c.mustKubectl("create", "job", "by-hand", "--from=cronjob/tick")
+		if out, err := c.kubectl("wait", "--for=condition=Complete", "job/by-hand", "--timeout=60s"); err != nil {
+			t.Fatalf("a Job made from the CronJob by hand: %v\n%s", err, out)
+		}
+		// (The scheduled Job's pod may have run before the drain above,
+		// which evicts finished pods too: read the log of this one.)
+		if logs := c.mustKubectl("logs", "job/by-hand"); !strings.Contains(logs, "tick at ") {
+			t.Errorf("the Job from the CronJob's template printed %q", logs)
 		}
 	})
 }
