@@ -13,7 +13,6 @@ package daemonset
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"sync"
@@ -25,7 +24,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -297,77 +295,16 @@ func (c *Controller) podsByNode(ctx context.Context, ds *apps.DaemonSet, sel lab
 	return out, nil
 }
 
+// claimPods returns ds's pods among pods, adopting orphans its selector
+// picks and releasing owned ones it no longer picks.
 func (c *Controller) claimPods(ctx context.Context, ds *apps.DaemonSet, sel labels.Selector, pods []*v1.Pod) ([]*v1.Pod, error) {
-	var (
-		claimed   []*v1.Pod
-		errs      []error
-		checkOnce sync.Once
-		checkErr  error
-	)
-	// Before the first adoption, check live that the DaemonSet is still
-	// this one and not being deleted: adopting into a dying owner would
-	// have its pods collected.
-	canAdopt := func() error {
-		checkOnce.Do(func() {
-			fresh, err := c.client.AppsV1().DaemonSets(ds.Namespace).Get(ctx, ds.Name, metav1.GetOptions{})
-			switch {
-			case err != nil:
-				checkErr = err
-			case fresh.UID != ds.UID:
-				checkErr = fmt.Errorf("original DaemonSet %s/%s is gone: got uid %v, wanted %v", ds.Namespace, ds.Name, fresh.UID, ds.UID)
-			case fresh.DeletionTimestamp != nil:
-				checkErr = fmt.Errorf("%s/%s has just been deleted at %v", ds.Namespace, ds.Name, fresh.DeletionTimestamp)
-			}
-		})
-		return checkErr
+	claim := &controllers.PodClaim{
+		Client: c.client, Owner: ds, Kind: controllerKind, Selector: sel,
+		CanAdopt: controllers.RecheckOwner(ds, controllerKind.Kind, func() (metav1.Object, error) {
+			return c.client.AppsV1().DaemonSets(ds.Namespace).Get(ctx, ds.Name, metav1.GetOptions{})
+		}),
 	}
-	for _, pod := range pods {
-		matches := sel.Matches(labels.Set(pod.Labels))
-		if ref := metav1.GetControllerOf(pod); ref != nil {
-			if ref.UID != ds.UID {
-				continue
-			}
-			if matches {
-				claimed = append(claimed, pod)
-			} else if err := c.patchOwner(ctx, pod, map[string]interface{}{"$patch": "delete", "uid": ds.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
-				errs = append(errs, err)
-			}
-			continue
-		}
-		if !matches || pod.DeletionTimestamp != nil {
-			continue
-		}
-		if err := canAdopt(); err != nil {
-			errs = append(errs, fmt.Errorf("can't adopt Pod %s/%s: %w", pod.Namespace, pod.Name, err))
-			continue
-		}
-		err := c.patchOwner(ctx, pod, map[string]interface{}{
-			"apiVersion": controllerKind.GroupVersion().String(), "kind": controllerKind.Kind,
-			"name": ds.Name, "uid": ds.UID, "controller": true, "blockOwnerDeletion": true,
-		})
-		if err != nil {
-			if !apierrors.IsNotFound(err) {
-				errs = append(errs, err)
-			}
-			continue
-		}
-		claimed = append(claimed, pod)
-	}
-	return claimed, utilerrors.NewAggregate(errs)
-}
-
-// patchOwner adds or (with "$patch": "delete") removes an owner reference,
-// preconditioned on the pod's UID so a same-named successor is untouched.
-func (c *Controller) patchOwner(ctx context.Context, pod *v1.Pod, ref map[string]interface{}) error {
-	patch := map[string]interface{}{"metadata": map[string]interface{}{
-		"ownerReferences": []interface{}{ref}, "uid": pod.UID,
-	}}
-	data, err := json.Marshal(patch)
-	if err != nil {
-		return err
-	}
-	_, err = c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{})
-	return err
+	return claim.Claim(ctx, pods)
 }
 
 // manage brings each node to what it should have: a pod where one should

@@ -9,7 +9,6 @@ package replicaset
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"k8s.io/kubectl/pkg/util/podutils"
 	"sync"
@@ -21,8 +20,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
-	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -211,104 +208,13 @@ func replicasOf(rs *apps.ReplicaSet) int32 {
 // claimPods adopts matching orphans and releases owned pods that no longer
 // match, and returns the active pods this ReplicaSet controls.
 func (c *Controller) claimPods(ctx context.Context, rs *apps.ReplicaSet, sel labels.Selector, pods []*v1.Pod) ([]*v1.Pod, error) {
-	var (
-		claimed   []*v1.Pod
-		errs      []error
-		adoptOnce sync.Once
-		adoptErr  error
-	)
-	// Before the first adoption, recheck with a live read that the RS still
-	// exists with this UID and is not being deleted: the cache may be stale,
-	// and adopting into a dying owner would orphan-then-GC the pods.
-	canAdopt := func() error {
-		adoptOnce.Do(func() {
-			fresh, err := c.client.AppsV1().ReplicaSets(rs.Namespace).Get(ctx, rs.Name, metav1.GetOptions{})
-			if err != nil {
-				adoptErr = err
-				return
-			}
-			if fresh.UID != rs.UID {
-				adoptErr = fmt.Errorf("original ReplicaSet %s/%s is gone: got uid %v, wanted %v", rs.Namespace, rs.Name, fresh.UID, rs.UID)
-				return
-			}
-			if fresh.DeletionTimestamp != nil {
-				adoptErr = fmt.Errorf("%s/%s has just been deleted at %v", rs.Namespace, rs.Name, fresh.DeletionTimestamp)
-			}
-		})
-		return adoptErr
+	claim := &controllers.PodClaim{
+		Client: c.client, Owner: rs, Kind: controllerKind, Selector: sel,
+		CanAdopt: controllers.RecheckOwner(rs, controllerKind.Kind, func() (metav1.Object, error) {
+			return c.client.AppsV1().ReplicaSets(rs.Namespace).Get(ctx, rs.Name, metav1.GetOptions{})
+		}),
 	}
-	for _, pod := range pods {
-		matches := sel.Matches(labels.Set(pod.Labels))
-		if ref := metav1.GetControllerOf(pod); ref != nil {
-			if ref.UID != rs.UID {
-				continue // another controller's pod
-			}
-			if matches {
-				claimed = append(claimed, pod)
-				continue
-			}
-			if rs.DeletionTimestamp != nil {
-				continue // don't release while being deleted
-			}
-			if err := c.releasePod(ctx, rs, pod); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
-				errs = append(errs, err)
-			}
-			continue
-		}
-		if !matches || rs.DeletionTimestamp != nil || pod.DeletionTimestamp != nil {
-			continue
-		}
-		if err := canAdopt(); err != nil {
-			errs = append(errs, fmt.Errorf("can't adopt Pod %s/%s (%s): %w", pod.Namespace, pod.Name, pod.UID, err))
-			continue
-		}
-		if err := c.adoptPod(ctx, rs, pod); err != nil {
-			if !apierrors.IsNotFound(err) {
-				errs = append(errs, err)
-			}
-			continue
-		}
-		claimed = append(claimed, pod)
-	}
-	return claimed, utilerrors.NewAggregate(errs)
-}
-
-type ownerRefPatch struct {
-	Metadata struct {
-		OwnerReferences []map[string]interface{} `json:"ownerReferences"`
-		UID             types.UID                `json:"uid"`
-	} `json:"metadata"`
-}
-
-func (c *Controller) adoptPod(ctx context.Context, rs *apps.ReplicaSet, pod *v1.Pod) error {
-	var p ownerRefPatch
-	p.Metadata.UID = pod.UID // precondition: the pod we looked at
-	p.Metadata.OwnerReferences = []map[string]interface{}{{
-		"apiVersion":         controllerKind.GroupVersion().String(),
-		"kind":               controllerKind.Kind,
-		"name":               rs.Name,
-		"uid":                rs.UID,
-		"controller":         true,
-		"blockOwnerDeletion": true,
-	}}
-	data, err := json.Marshal(p)
-	if err != nil {
-		return err
-	}
-	_, err = c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{})
-	return err
-}
-
-func (c *Controller) releasePod(ctx context.Context, rs *apps.ReplicaSet, pod *v1.Pod) error {
-	var p ownerRefPatch
-	p.Metadata.UID = pod.UID
-	p.Metadata.OwnerReferences = []map[string]interface{}{{"$patch": "delete", "uid": rs.UID}}
-	data, err := json.Marshal(p)
-	if err != nil {
-		return err
-	}
-	_, err = c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{})
-	return err
+	return claim.Claim(ctx, pods)
 }
 
 // manageReplicas creates or deletes pods to bring len(pods) to the desired

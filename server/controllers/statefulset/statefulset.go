@@ -21,7 +21,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 
 	apps "k8s.io/api/apps/v1"
@@ -31,7 +30,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/informers"
@@ -226,82 +224,22 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 
 // claimPods returns the set's pods: those it controls that its selector
 // still picks and whose name makes them its members, plus orphans of that
-// kind, adopted; it releases owned pods that no longer qualify.
+// kind, adopted; it releases owned pods that no longer qualify, even while
+// the set is being deleted.
 func (c *Controller) claimPods(ctx context.Context, set *apps.StatefulSet, sel labels.Selector) ([]*v1.Pod, error) {
 	all, err := c.podLister.Pods(set.Namespace).List(labels.Everything())
 	if err != nil {
 		return nil, err
 	}
-	var (
-		claimed   []*v1.Pod
-		errs      []error
-		checkOnce sync.Once
-		checkErr  error
-	)
-	// Before the first adoption, check live that the set is still this one
-	// and not being deleted: adopting into a dying owner would have its
-	// pods collected.
-	canAdopt := func() error {
-		checkOnce.Do(func() {
-			fresh, err := c.client.AppsV1().StatefulSets(set.Namespace).Get(ctx, set.Name, metav1.GetOptions{})
-			switch {
-			case err != nil:
-				checkErr = err
-			case fresh.UID != set.UID:
-				checkErr = fmt.Errorf("original StatefulSet %s/%s is gone: got uid %v, wanted %v", set.Namespace, set.Name, fresh.UID, set.UID)
-			case fresh.DeletionTimestamp != nil:
-				checkErr = fmt.Errorf("%s/%s has just been deleted at %v", set.Namespace, set.Name, fresh.DeletionTimestamp)
-			}
-		})
-		return checkErr
+	claim := &controllers.PodClaim{
+		Client: c.client, Owner: set, Kind: controllerKind, Selector: sel,
+		Match: func(pod *v1.Pod) bool { return isMember(set, pod) },
+		CanAdopt: controllers.RecheckOwner(set, controllerKind.Kind, func() (metav1.Object, error) {
+			return c.client.AppsV1().StatefulSets(set.Namespace).Get(ctx, set.Name, metav1.GetOptions{})
+		}),
+		ReleaseWhileDeleting: true,
 	}
-	for _, pod := range all {
-		matches := sel.Matches(labels.Set(pod.Labels)) && isMember(set, pod)
-		if ref := metav1.GetControllerOf(pod); ref != nil {
-			if ref.UID != set.UID {
-				continue
-			}
-			if matches {
-				claimed = append(claimed, pod)
-			} else if err := c.patchOwner(ctx, pod, map[string]interface{}{"$patch": "delete", "uid": set.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
-				errs = append(errs, err)
-			}
-			continue
-		}
-		if !matches || pod.DeletionTimestamp != nil || set.DeletionTimestamp != nil {
-			continue
-		}
-		if err := canAdopt(); err != nil {
-			errs = append(errs, fmt.Errorf("can't adopt Pod %s/%s: %w", pod.Namespace, pod.Name, err))
-			continue
-		}
-		err := c.patchOwner(ctx, pod, map[string]interface{}{
-			"apiVersion": controllerKind.GroupVersion().String(), "kind": controllerKind.Kind,
-			"name": set.Name, "uid": set.UID, "controller": true, "blockOwnerDeletion": true,
-		})
-		if err != nil {
-			if !apierrors.IsNotFound(err) {
-				errs = append(errs, err)
-			}
-			continue
-		}
-		claimed = append(claimed, pod)
-	}
-	return claimed, utilerrors.NewAggregate(errs)
-}
-
-// patchOwner adds or (with "$patch": "delete") removes an owner reference,
-// preconditioned on the pod's UID so a same-named successor is untouched.
-func (c *Controller) patchOwner(ctx context.Context, pod *v1.Pod, ref map[string]interface{}) error {
-	patch := map[string]interface{}{"metadata": map[string]interface{}{
-		"ownerReferences": []interface{}{ref}, "uid": pod.UID,
-	}}
-	data, err := json.Marshal(patch)
-	if err != nil {
-		return err
-	}
-	_, err = c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{})
-	return err
+	return claim.Claim(ctx, all)
 }
 
 // ---- revisions ----
