@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kelp-project/kelp/server/controllers/deployment"
@@ -130,20 +129,7 @@ func (c *Controller) snapshot(ctx context.Context, ds *apps.DaemonSet, revision 
 	if err != nil {
 		return nil, err
 	}
-	revLabels := make(map[string]string, len(ds.Spec.Template.Labels)+1)
-	for k, v := range ds.Spec.Template.Labels {
-		revLabels[k] = v
-	}
-	rev := &apps.ControllerRevision{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace:       ds.Namespace,
-			Labels:          revLabels,
-			Annotations:     ds.Annotations,
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ds, controllerKind)},
-		},
-		Data:     runtime.RawExtension{Raw: patch},
-		Revision: revision,
-	}
+	rev := history.New(ds, controllerKind, ds.Spec.Template.Labels, patch, revision)
 	hash := func(n *int32) string { return deployment.ComputeHash(&ds.Spec.Template, n) }
 	created, collisions, err := c.history.Create(ctx, ds.Name, rev, hash, ds.Status.CollisionCount)
 	if err != nil || apiequality.Semantic.DeepEqual(collisions, ds.Status.CollisionCount) {

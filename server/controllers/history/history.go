@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
@@ -136,6 +137,26 @@ func (s Store) Owned(ctx context.Context, owner metav1.Object, kind schema.Group
 		}
 	}
 	return out, nil
+}
+
+// New is the revision of an owner's template: a copy of the template's
+// labels (Create adds the hash label to it), the owner's annotations, the
+// owner as controller, the patch as data, and its number.
+func New(owner metav1.Object, kind schema.GroupVersionKind, templateLabels map[string]string, patch []byte, revision int64) *apps.ControllerRevision {
+	revLabels := make(map[string]string, len(templateLabels)+1)
+	for k, v := range templateLabels {
+		revLabels[k] = v
+	}
+	return &apps.ControllerRevision{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:       owner.GetNamespace(),
+			Labels:          revLabels,
+			Annotations:     owner.GetAnnotations(),
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(owner, kind)},
+		},
+		Data:     runtime.RawExtension{Raw: patch},
+		Revision: revision,
+	}
 }
 
 // Create writes rev (its data, labels, owner and number filled in) under

@@ -29,7 +29,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/informers"
@@ -275,20 +274,7 @@ func (c *Controller) revisions(ctx context.Context, set *apps.StatefulSet, revs 
 			return nil, nil, collisions, err
 		}
 	default:
-		revLabels := make(map[string]string, len(set.Spec.Template.Labels)+1)
-		for k, v := range set.Spec.Template.Labels {
-			revLabels[k] = v
-		}
-		rev := &apps.ControllerRevision{
-			ObjectMeta: metav1.ObjectMeta{
-				Namespace:       set.Namespace,
-				Labels:          revLabels,
-				Annotations:     set.Annotations,
-				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(set, controllerKind)},
-			},
-			Data:     runtime.RawExtension{Raw: patch},
-			Revision: next,
-		}
+		rev := history.New(set, controllerKind, set.Spec.Template.Labels, patch, next)
 		hash := func(n *int32) string { return history.HashData(patch, n) }
 		var n *int32
 		if upd, n, err = c.history.Create(ctx, set.Name, rev, hash, &collisions); err != nil {
