@@ -7,7 +7,6 @@ import (
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
@@ -87,13 +86,12 @@ func (k *Kubelet) admit(ctx context.Context, pod *corev1.Pod) admission {
 	sort.Slice(older, func(i, j int) bool { return createdBefore(older[i], older[j]) })
 	var node *corev1.Node
 	if len(older) > 0 || !started(pod) {
-		n, err := k.client.CoreV1().Nodes().Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
-		if err != nil {
-			// Upstream falls back to the node it registered; kelp checks
-			// the host ports alone.
-			logrus.WithError(err).Debugf("kubelet: admission without node %s", k.cfg.NodeName)
-		} else {
-			node = n
+		// The node as the status loop last read it (at most one status
+		// period old, as upstream's node informer may be): no API call
+		// per new pod. Before registration there is none, and only the
+		// host ports are checked.
+		if k.node != nil {
+			node = k.node()
 		}
 	}
 	for _, p := range append(older, pod) {

@@ -189,9 +189,7 @@ func TestNodePredicates(t *testing.T) {
 			if tc.node != nil {
 				tc.node(node)
 			}
-			if _, err := tk.client.CoreV1().Nodes().Create(t.Context(), node, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			tk.Kubelet.node = func() *corev1.Node { return node } // as the status loop last read it
 			tk.sync(t, tk.worker(t, pod), pod)
 			if tc.predicate != "" {
 				assertRejected(t, tk, pod, drainEvents(tk), tc.predicate, tc.message)

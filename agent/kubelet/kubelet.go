@@ -114,6 +114,9 @@ type Kubelet struct {
 
 	podLister corelisters.PodLister
 	services  corelisters.ServiceLister
+	// node is this node as last read (nodestatus.Reporter.Node), for
+	// admission.
+	node func() *corev1.Node
 	// secrets and configs are read per object (objects.go): the node may
 	// not list them.
 	secrets *objectCache[*corev1.Secret]
@@ -186,6 +189,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 			logrus.WithError(err).Error("kubelet endpoint stopped")
 		}
 	}()
+	k.node = reporter.Node
 	reporter.Start(ctx)
 
 	factory := informers.NewSharedInformerFactoryWithOptions(k.client, 0,

@@ -76,6 +76,9 @@ type Reporter struct {
 	// sync once its caches are ready may run it at the same time.
 	syncMu         sync.Mutex
 	lastStatusPost time.Time
+	// last is the node as last read, for Node; never written to once
+	// stored.
+	last atomic.Pointer[corev1.Node]
 }
 
 // New builds the reporter; Register, then Start.
@@ -144,8 +147,13 @@ func (r *Reporter) Register(ctx context.Context) (*corev1.Node, error) {
 		node = n
 		return true, nil
 	})
+	r.last.Store(node)
 	return node, err
 }
+
+// Node is the node as last read from the API (at registration, then by
+// each status sync), nil before registration.
+func (r *Reporter) Node() *corev1.Node { return r.last.Load() }
 
 func (r *Reporter) initialNode() *corev1.Node {
 	labels := map[string]string{
@@ -265,12 +273,15 @@ func (r *Reporter) SyncStatus(ctx context.Context) {
 		logrus.WithError(err).Debug("kubelet: reading the node for its status")
 		return
 	}
+	r.last.Store(n)
 	st := r.Status(n)
 	if !r.lastStatusPost.IsZero() && time.Since(r.lastStatusPost) < statusReportInterval && sameStatus(n.Status, st) {
 		return
 	}
-	n.Status = st
-	if _, err := nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+	// n is shared through Node from here on: the update goes on a copy.
+	upd := n.DeepCopy()
+	upd.Status = st
+	if _, err := nodes.UpdateStatus(ctx, upd, metav1.UpdateOptions{}); err != nil {
 		logrus.WithError(err).Debug("kubelet: posting node status")
 		return
 	}

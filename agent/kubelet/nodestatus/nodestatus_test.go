@@ -341,3 +341,20 @@ func TestDiskPressure(t *testing.T) {
 		t.Fatalf("10%% free (not below the threshold): %+v", c)
 	}
 }
+
+// Node is the node the last status sync read, for the kubelet's admission.
+func TestNodeIsTheLastRead(t *testing.T) {
+	r, client, _ := newReporter(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}})
+	if r.Node() != nil {
+		t.Fatal("a node before anything was read")
+	}
+	n, _ := client.CoreV1().Nodes().Get(t.Context(), "node-1", metav1.GetOptions{})
+	n.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoExecute}}
+	if _, err := client.CoreV1().Nodes().Update(t.Context(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r.SyncStatus(t.Context())
+	if got := r.Node(); got == nil || len(got.Spec.Taints) != 1 {
+		t.Fatalf("Node after a sync: %+v, want the node with its taint", got)
+	}
+}
