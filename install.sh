@@ -10,8 +10,16 @@
 #   KELP_TOKEN, KELP_TOKEN_FILE  the join token (or a file holding it); one is required with KELP_URL
 #   KELP_*                   every other KELP_ variable (KELP_NODE_NAME, KELP_DATA_DIR, ...) is
 #                            written to the service's environment file, where kelp's flags read it
-#   KELP_BINARY              path of a kelp binary to install (air-gapped installs, tests)
-#   INSTALL_KELP_URL         URL to download the binary from when KELP_BINARY is unset
+#   INSTALL_KELP_RELEASE_URL where a release is (what scripts/release.sh writes to dist/):
+#                            a URL or a directory holding kelp-amd64, kelp-arm64, kelp-arm
+#                            and sha256sum.txt; the binary for this machine (uname -m) is
+#                            fetched and checked against sha256sum.txt before anything is
+#                            installed, and a mismatch installs nothing
+#   INSTALL_KELP_URL         URL of one kelp binary (instead of a release), checked against
+#                            the sha256sum.txt beside it, under its file name
+#   INSTALL_KELP_SHA256_URL  where the checksums are instead (URL or file)
+#   KELP_BINARY              path of a kelp binary to install as it is, unchecked
+#                            (air-gapped installs, tests); it wins over the two above
 #   INSTALL_KELP_SKIP_DOWNLOAD "true" to use the kelp already in INSTALL_KELP_BIN_DIR
 #   INSTALL_KELP_EXEC        the command and flags of the service: "server", "agent", or flags
 #                            only (then the command is agent when KELP_URL is set, else server);
@@ -116,10 +124,97 @@ else
 fi
 
 [ "$(id -u)" -eq 0 ] || [ -n "${INSTALL_KELP_BIN_DIR:-}$ROOT" ] || fatal "run as root (or set INSTALL_KELP_BIN_DIR)"
-case "$(uname -m)" in
-	x86_64 | amd64 | aarch64 | arm64) ;;
-	*) fatal "unsupported architecture $(uname -m)" ;;
+
+# --- the architecture: which of the release's binaries runs here ---
+
+# The release (scripts/release.sh) has static binaries for amd64, arm64 and
+# arm (GOARM=7). A 32-bit userland on a 64-bit kernel (Raspberry Pi OS on a
+# Pi 4) says aarch64 and takes arm64: the binaries need no libc.
+MACHINE="$(uname -m)"
+case "$MACHINE" in
+	x86_64 | amd64) ARCH=amd64 ;;
+	aarch64 | arm64) ARCH=arm64 ;;
+	armv7* | armv8l) ARCH=arm ;;
+	armv5* | armv6*) fatal "unsupported architecture $MACHINE: kelp's 32-bit arm build needs ARMv7 (a Raspberry Pi 2 or newer; not a Pi 1 or Pi Zero)" ;;
+	*) fatal "unsupported architecture $MACHINE: kelp is built for x86_64 (amd64), aarch64 (arm64) and armv7l (arm)" ;;
 esac
+
+# --- the binary: fetched and verified before anything is installed ---
+
+# fetch SOURCE DEST: a URL (curl, or wget), or a path on this machine.
+fetch() {
+	case "$1" in
+		*://*)
+			if command -v curl >/dev/null 2>&1; then
+				curl -sfL -o "$2" "$1" || fatal "download of $1 failed: nothing was installed"
+			elif command -v wget >/dev/null 2>&1; then
+				wget -qO "$2" "$1" || fatal "download of $1 failed: nothing was installed"
+			else
+				fatal "neither curl nor wget is installed"
+			fi
+			;;
+		*)
+			[ -f "$1" ] || fatal "$1 does not exist"
+			cp "$1" "$2"
+			;;
+	esac
+}
+
+# verify FILE NAME SUMS SUMS_SOURCE: FILE's sha256 is the one SUMS (a
+# sha256sum.txt, as scripts/release.sh writes) lists for NAME.
+verify() {
+	if command -v sha256sum >/dev/null 2>&1; then
+		got="$(sha256sum "$1" | cut -d' ' -f1)"
+	elif command -v shasum >/dev/null 2>&1; then
+		got="$(shasum -a 256 "$1" | cut -d' ' -f1)"
+	else
+		fatal "neither sha256sum nor shasum is installed: the download cannot be verified"
+	fi
+	want="$(awk -v n="$2" '$2 == n || $2 == "*" n { print tolower($1); exit }' "$3")"
+	[ -n "$want" ] || fatal "$4 has no checksum for $2: nothing was installed"
+	[ "$got" = "$want" ] || fatal "checksum mismatch for $2: its sha256 is $got, but $4 says $want; the download is corrupt or was tampered with: nothing was installed"
+	info "verified $2 (sha256 $got)"
+}
+
+# The directory the fetched files wait in, removed on exit; the binary
+# leaves it for $BIN_DIR only once verified, after the dependencies.
+FETCHED=
+tmp=
+cleanup() {
+	[ -z "$FETCHED" ] || rm -rf "$FETCHED"
+	[ -z "$tmp" ] || rm -f "$tmp"
+}
+trap cleanup EXIT
+if [ "${INSTALL_KELP_SKIP_DOWNLOAD:-false}" = true ]; then
+	[ -x "$BIN_DIR/kelp" ] || fatal "INSTALL_KELP_SKIP_DOWNLOAD=true, but there is no $BIN_DIR/kelp"
+elif [ -n "${KELP_BINARY:-}" ]; then
+	# A binary of your own: installed as it is.
+	[ -f "$KELP_BINARY" ] || fatal "KELP_BINARY=$KELP_BINARY does not exist"
+	src="$KELP_BINARY"
+else
+	if [ -n "${INSTALL_KELP_RELEASE_URL:-}" ]; then
+		# A release: this machine's binary and the checksums beside it.
+		base="${INSTALL_KELP_RELEASE_URL%/}"
+		name="kelp-$ARCH"
+		bin_src="$base/$name"
+		sums_src="${INSTALL_KELP_SHA256_URL:-$base/sha256sum.txt}"
+	elif [ -n "${INSTALL_KELP_URL:-}" ]; then
+		# One binary (no choice of architecture): its checksum is the one
+		# sha256sum.txt beside it lists under its file name.
+		bin_src="$INSTALL_KELP_URL"
+		name="${INSTALL_KELP_URL%%[?#]*}"
+		name="${name##*/}"
+		sums_src="${INSTALL_KELP_SHA256_URL:-${INSTALL_KELP_URL%/*}/sha256sum.txt}"
+	else
+		fatal "set INSTALL_KELP_RELEASE_URL (a release: URL or directory), INSTALL_KELP_URL (one binary's URL) or KELP_BINARY (a local kelp binary)"
+	fi
+	FETCHED="$(mktemp -d "${TMPDIR:-/tmp}/kelp-install.XXXXXX")"
+	info "downloading $bin_src ($MACHINE: $ARCH)"
+	fetch "$bin_src" "$FETCHED/kelp"
+	fetch "$sums_src" "$FETCHED/sha256sum.txt"
+	verify "$FETCHED/kelp" "$name" "$FETCHED/sha256sum.txt" "$sums_src"
+	src="$FETCHED/kelp"
+fi
 
 # --- dependencies ---
 
@@ -138,31 +233,16 @@ fi
 
 mkdir -p "$BIN_DIR"
 if [ "${INSTALL_KELP_SKIP_DOWNLOAD:-false}" = true ]; then
-	[ -x "$BIN_DIR/kelp" ] || fatal "INSTALL_KELP_SKIP_DOWNLOAD=true, but there is no $BIN_DIR/kelp"
 	info "using the installed $BIN_DIR/kelp"
 else
 	# Written beside the target and renamed over it, so a running kelp keeps
-	# its (now unlinked) binary and a failed download leaves the old one.
+	# its (now unlinked) binary and a failed install leaves the old one.
 	tmp="$(mktemp "$BIN_DIR/.kelp.XXXXXX")"
-	trap 'rm -f "$tmp"' EXIT
-	if [ -n "${KELP_BINARY:-}" ]; then
-		[ -f "$KELP_BINARY" ] || fatal "KELP_BINARY=$KELP_BINARY does not exist"
-		cp "$KELP_BINARY" "$tmp"
-	elif [ -n "${INSTALL_KELP_URL:-}" ]; then
-		if command -v curl >/dev/null 2>&1; then
-			curl -sfL -o "$tmp" "$INSTALL_KELP_URL" || fatal "download of $INSTALL_KELP_URL failed"
-		elif command -v wget >/dev/null 2>&1; then
-			wget -qO "$tmp" "$INSTALL_KELP_URL" || fatal "download of $INSTALL_KELP_URL failed"
-		else
-			fatal "neither curl nor wget is installed"
-		fi
-	else
-		fatal "set KELP_BINARY (a local kelp binary) or INSTALL_KELP_URL"
-	fi
+	cp "$src" "$tmp"
 	chmod 0755 "$tmp"
-	"$tmp" --version >/dev/null 2>&1 || fatal "the downloaded file is not a working kelp binary"
+	"$tmp" --version >/dev/null 2>&1 || fatal "$src is not a working kelp binary for $MACHINE"
 	mv -f "$tmp" "$BIN_DIR/kelp"
-	trap - EXIT
+	tmp=
 	info "installed $BIN_DIR/kelp"
 fi
 

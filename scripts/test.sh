@@ -7,8 +7,9 @@ cd "$(dirname "$0")/.."
 source scripts/env.sh
 
 # systemd: systemd-analyze verify checks the units install.sh writes
-# (test/install); it needs no running systemd.
-ensure_pkgs ca-certificates git gcc systemd $NODE_PKGS
+# (test/install); it needs no running systemd. curl: install.sh downloads
+# a release with it (test/install serves one over local HTTP).
+ensure_pkgs ca-certificates git gcc systemd curl $NODE_PKGS
 ensure_go
 
 echo "== gofmt"

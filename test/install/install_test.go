@@ -8,7 +8,8 @@
 // writes can be run here too without stopping anything on this machine.
 // (test/integration's TestInstallScript installs the real binary and checks
 // its kubectl symlink.) Nothing is written outside t.TempDir(), and no
-// network is used.
+// network is used but the loopback HTTP server release_test.go serves a
+// release from.
 package install
 
 import (
