@@ -13,7 +13,7 @@ import (
 	urfavecli "github.com/urfave/cli/v2"
 
 	"github.com/kelp-project/kelp/cli"
-	"github.com/kelp-project/kelp/runtime"
+	"github.com/kelp-project/kelp/runtime/containerlog"
 )
 
 // kelpVersion is set at link time by scripts/build.sh.
@@ -24,9 +24,11 @@ func main() {
 	if filepath.Base(os.Args[0]) == "kubectl" {
 		cli.RunKubectl(os.Args[1:])
 	}
-	// The containerd shim runs kelp as each container's log writer.
-	if runtime.IsLoggerInvocation(os.Args[1:]) {
-		if err := runtime.LoggerMain(os.Args[1:]); err != nil {
+	// The containerd shim runs kelp as each container's log writer, and
+	// the agent as the node's log daemon, when kelp was started without
+	// its launcher (which otherwise serves both).
+	if containerlog.IsInvocation(os.Args[1:]) {
+		if err := containerlog.Main(os.Args[1:]); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/kelp-project/kelp/netplane/nodenet"
 	"github.com/kelp-project/kelp/netplane/proxy"
 	"github.com/kelp-project/kelp/runtime"
+	"github.com/kelp-project/kelp/runtime/containerlog"
 )
 
 // KillAll stops everything the agent leaves running when kelp stops (the
@@ -35,8 +36,9 @@ func KillAll(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("nothing removed: %w", err)
 	}
 	var errs []error
+	stateDir := filepath.Join(runDir, "runtime")
 	if answers(sock) {
-		if rt, err := runtime.New(ctx, runtime.Options{Address: sock, StateDir: filepath.Join(runDir, "runtime"),
+		if rt, err := runtime.New(ctx, runtime.Options{Address: sock, StateDir: stateDir,
 			CgroupRoot: cfg.CgroupRoot, LogRoot: cfg.LogRoot}); err == nil {
 			list, _ := rt.ListContainers(ctx, nil)
 			for _, c := range list {
@@ -56,6 +58,11 @@ func KillAll(ctx context.Context, cfg Config) error {
 				errs = append(errs, fmt.Errorf("stopping containerd: %w", err))
 			}
 		}
+	}
+	// The log daemon outlives kelp as containerd does; with the
+	// containers gone it has nothing left to copy.
+	if err := containerlog.StopDaemon(runtime.LogSocket(stateDir)); err != nil {
+		errs = append(errs, fmt.Errorf("stopping the container log daemon: %w", err))
 	}
 	if err := unmountPodVolumes(agentDir); err != nil {
 		errs = append(errs, err)

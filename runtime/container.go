@@ -14,6 +14,8 @@ import (
 	"github.com/containerd/containerd/cio"
 	"github.com/containerd/containerd/errdefs"
 	"github.com/containerd/containerd/runtime/v2/runc/options"
+
+	"github.com/kelp-project/kelp/runtime/containerlog"
 )
 
 // ContainerSpec is everything the kubelet decided about one container.
@@ -137,8 +139,9 @@ func (r *Runtime) removeStaleSnapshot(ctx context.Context, id string) {
 	_ = r.client.SnapshotService(snapshotter).Remove(ctx, id)
 }
 
-// StartContainer creates the task with its output wired to the logger
-// binary (started by the shim, so logging outlives kelp) and starts it.
+// StartContainer creates the task with its output wired to the logging
+// binary (started by the shim, it hands the output to the node's log
+// daemon, so logging outlives kelp) and starts it.
 func (r *Runtime) StartContainer(ctx context.Context, id string) error {
 	ctx = r.ctx(ctx)
 	r.watch()
@@ -161,9 +164,10 @@ func (r *Runtime) StartContainer(ctx context.Context, id string) error {
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
 		return err
 	}
-	creator := cio.BinaryIO(r.opts.LoggerBinary, loggerQuery(logPath))
+	q := containerlog.WriterQuery(logPath, r.logSocket())
+	creator := cio.BinaryIO(r.opts.LoggerBinary, q)
 	if s.Process != nil && s.Process.Terminal {
-		creator = cio.TerminalBinaryIO(r.opts.LoggerBinary, loggerQuery(logPath))
+		creator = cio.TerminalBinaryIO(r.opts.LoggerBinary, q)
 	}
 	r.tasks.RLock()
 	defer r.tasks.RUnlock()

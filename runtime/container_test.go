@@ -461,3 +461,17 @@ func TestStartContainerAdoptsALeftTask(t *testing.T) {
 	}
 	waitState(t, rt, spec.ID, StateRunning, 5*time.Second)
 }
+
+// A container's last output without a newline is in its log while the
+// task is still there (the shim holds the pipe open until it is deleted),
+// so kubectl logs of a completed pod shows it.
+func TestLoggerWritesOutputWithoutNewline(t *testing.T) {
+	rt := needRuntime(t)
+	spec := newSpec(t, rt, "sh", "-c", "printf no-newline")
+	run(t, rt, spec)
+	waitState(t, rt, spec.ID, StateExited, 10*time.Second)
+	m := criLineRE.FindStringSubmatch(readLog(t, spec.LogPath, 1)[0])
+	if m == nil || m[3] != "P" || m[4] != "no-newline" {
+		t.Errorf("log line %q, want a P line with no-newline", m)
+	}
+}

@@ -18,6 +18,9 @@ import (
 
 	"github.com/containerd/containerd"
 	"github.com/containerd/containerd/namespaces"
+	"github.com/sirupsen/logrus"
+
+	"github.com/kelp-project/kelp/runtime/containerlog"
 )
 
 // Namespace is the containerd namespace every kelp container lives in.
@@ -35,9 +38,11 @@ type Options struct {
 	CgroupRoot string
 	// LogRoot is where container logs go (/var/log/pods by default).
 	LogRoot string
-	// LoggerBinary is the program the containerd shim runs to write a
-	// container's output in CRI format (kelp itself, `kelp internal
-	// container-logger`), so logs keep flowing while kelp is stopped.
+	// LoggerBinary is the program the containerd shim runs for each
+	// container's output (`internal container-logger`, package
+	// containerlog), and that runs the node's log daemon: kelp's small
+	// launcher ($KELP_LAUNCHER, which it sets before it runs the full
+	// kelp), else this very program.
 	LoggerBinary string
 }
 
@@ -63,6 +68,9 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 		opts.LogRoot = "/var/log/pods"
 	}
 	if opts.LoggerBinary == "" {
+		opts.LoggerBinary = os.Getenv(LauncherEnv)
+	}
+	if opts.LoggerBinary == "" {
 		exe, err := os.Executable()
 		if err != nil {
 			return nil, err
@@ -74,11 +82,36 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 			return nil, err
 		}
 	}
+	r := &Runtime{opts: opts}
+	// Without a daemon each container's writer copies its output itself:
+	// logs still work, at a process per container.
+	if err := containerlog.EnsureDaemon(opts.LoggerBinary, r.logSocket(), filepath.Join(opts.StateDir, "containerlog.log")); err != nil {
+		logrus.Warnf("runtime: container log daemon: %v; each container's log writer will copy its output itself", err)
+	}
 	client, err := containerd.New(opts.Address, containerd.WithDefaultNamespace(Namespace))
 	if err != nil {
 		return nil, fmt.Errorf("containerd at %s: %w", opts.Address, err)
 	}
-	return &Runtime{client: client, opts: opts}, nil
+	r.client = client
+	return r, nil
+}
+
+// LauncherEnv names the variable through which kelp's launcher tells the
+// full kelp it runs where the launcher itself is.
+const LauncherEnv = "KELP_LAUNCHER"
+
+// LogSocket is where the log daemon of the node whose runtime state is
+// in stateDir (Options.StateDir) listens.
+func LogSocket(stateDir string) string {
+	return filepath.Join(stateDir, "containerlog.sock")
+}
+
+func (r *Runtime) logSocket() string { return LogSocket(r.opts.StateDir) }
+
+// StopLogDaemon stops this node's log daemon, for `kelp killall` once the
+// containers are gone.
+func (r *Runtime) StopLogDaemon() error {
+	return containerlog.StopDaemon(r.logSocket())
 }
 
 // Close releases the connection; containers keep running.

@@ -21,12 +21,15 @@ import (
 
 	"github.com/containerd/containerd"
 	"github.com/containerd/containerd/namespaces"
+
+	"github.com/kelp-project/kelp/runtime/containerlog"
 )
 
 // The container tests share one private containerd (started in TestMain
 // when running as root) and one busybox image imported into it. The test
-// binary doubles as the logging binary: the shim runs it with the logger
-// arguments, and TestMain hands those invocations to LoggerMain.
+// binary doubles as the logging binary and the log daemon: the shim and
+// New run it with their arguments, and TestMain hands those invocations
+// to containerlog.Main.
 
 const testImageRef = "docker.io/kelp/busybox-test:1"
 
@@ -40,8 +43,8 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if IsLoggerInvocation(os.Args[1:]) {
-		if err := LoggerMain(os.Args[1:]); err != nil {
+	if containerlog.IsInvocation(os.Args[1:]) {
+		if err := containerlog.Main(os.Args[1:]); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -148,6 +151,7 @@ func teardown() {
 				_ = testRT.RemoveContainer(ctx, c.ID())
 			}
 		}
+		_ = testRT.StopLogDaemon()
 		_ = testRT.Close()
 	}
 	if testCtrd != nil && testCtrd.Process != nil {

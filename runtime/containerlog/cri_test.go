@@ -1,4 +1,4 @@
-package runtime
+package containerlog
 
 import (
 	"bytes"
@@ -10,25 +10,28 @@ import (
 	"time"
 )
 
-func TestLoggerArgsRoundTrip(t *testing.T) {
-	args := LoggerArgs("/var/log/pods/x/c/0.log")
-	if !IsLoggerInvocation(args) {
+func TestWriterArgsRoundTrip(t *testing.T) {
+	args := WriterArgs("/var/log/pods/x/c/0.log", "/run/kelp/runtime/containerlog.sock")
+	if !IsInvocation(args) {
 		t.Fatalf("%v not recognised", args)
 	}
 	// The shim emits the key/value pairs in map order.
-	shuffled := []string{"--path", "/var/log/pods/x/c/0.log", "internal", "container-logger"}
-	if !IsLoggerInvocation(shuffled) {
+	shuffled := []string{"--socket", "/s", "--path", "/var/log/pods/x/c/0.log", "internal", "container-logger"}
+	if !IsInvocation(shuffled) || !IsInvocation(DaemonArgs("/s")) {
 		t.Errorf("%v not recognised", shuffled)
 	}
-	if IsLoggerInvocation([]string{"server", "--path", "x"}) || IsLoggerInvocation(nil) {
+	if IsInvocation([]string{"server", "--path", "x"}) || IsInvocation(nil) || IsInvocation([]string{"internal", "other"}) {
 		t.Error("false positive")
 	}
-	q := loggerQuery("/p")
-	if q["internal"] != "container-logger" || q["--path"] != "/p" {
+	q := WriterQuery("/p", "/s")
+	if q["internal"] != "container-logger" || q["--path"] != "/p" || q["--socket"] != "/s" {
 		t.Errorf("query %v", q)
 	}
-	if err := LoggerMain([]string{"internal", "container-logger"}); err == nil {
+	if err := Main([]string{"internal", "container-logger"}); err == nil {
 		t.Error("missing --path accepted")
+	}
+	if err := Main([]string{"internal", "log-daemon", "--socket", "relative"}); err == nil {
+		t.Error("relative --socket accepted")
 	}
 }
 
@@ -103,19 +106,5 @@ func TestLoggerRotation(t *testing.T) {
 		if err != nil || st.Size() > 100 || st.Size()%40 != 0 {
 			t.Errorf("%s: %v %v", p, st, err)
 		}
-	}
-}
-
-// A container's last output without a newline is in its log while the
-// task is still there (the shim holds the pipe open until it is deleted),
-// so kubectl logs of a completed pod shows it.
-func TestLoggerWritesOutputWithoutNewline(t *testing.T) {
-	rt := needRuntime(t)
-	spec := newSpec(t, rt, "sh", "-c", "printf no-newline")
-	run(t, rt, spec)
-	waitState(t, rt, spec.ID, StateExited, 10*time.Second)
-	m := criLineRE.FindStringSubmatch(readLog(t, spec.LogPath, 1)[0])
-	if m == nil || m[3] != "P" || m[4] != "no-newline" {
-		t.Errorf("log line %q, want a P line with no-newline", m)
 	}
 }

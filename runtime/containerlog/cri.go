@@ -1,37 +1,28 @@
-package runtime
+// Package containerlog writes containers' output to their CRI-format log
+// files, outside kelp's own process so logs keep flowing while kelp is
+// stopped or restarting.
+//
+// The containerd shim starts a "logging binary" for each task
+// (containerd's binary:// log URI). That binary is kelp's small launcher,
+// never the full kelp (whose package initialisation alone costs ~100 MB
+// and ~0.1 s): it hands the container's pipes to the node's log daemon
+// and parks (writer.go); the daemon, one per node, copies every
+// container's output into its file (daemon.go). A container therefore
+// costs a goroutine pair in the daemon and a parked placeholder process,
+// not a logger process of its own.
+package containerlog
 
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
-
-	"github.com/kelp-project/kelp/resident"
 )
-
-// Container logs are written by a separate "logging binary" that the
-// containerd shim starts for each task (containerd's binary:// log URI),
-// so they keep flowing while kelp is down. The protocol, as implemented by
-// the runc v2 shim (pkg/process/io_util.go NewBinaryCmd):
-//   - fd 3 is the container's stdout, fd 4 its stderr (read ends of pipes);
-//   - fd 5 is a pipe the shim waits on: closing it says "ready", and the
-//     shim starts the container only after that;
-//   - env holds only CONTAINER_ID and CONTAINER_NAMESPACE;
-//   - argv is built from the URI's query: each key followed by its first
-//     value, in Go map order, i.e. the key/value PAIRS arrive in random
-//     order. LoggerArgs is therefore a list of pairs, and LoggerMain and
-//     IsLoggerInvocation accept the pairs in any order.
-//
-// With a TTY there is a single stream (fd 3); it is logged as stdout.
 
 const (
 	// logMaxSize and logMaxFiles are kubelet's containerLogMaxSize and
@@ -42,91 +33,6 @@ const (
 	// are split into "P" (partial) lines ending with an "F" line.
 	logChunk = 16 << 10
 )
-
-// LoggerArgs are the arguments kelp passes to itself as the logging
-// binary. They are key/value pairs (see above): the shim may reorder the
-// pairs but keeps each pair together.
-func LoggerArgs(logPath string) []string {
-	return []string{"internal", "container-logger", "--path", logPath}
-}
-
-// loggerQuery turns LoggerArgs into the URI query cio.BinaryIO wants.
-func loggerQuery(logPath string) map[string]string {
-	a := LoggerArgs(logPath)
-	q := map[string]string{}
-	for i := 0; i+1 < len(a); i += 2 {
-		q[a[i]] = a[i+1]
-	}
-	return q
-}
-
-// IsLoggerInvocation reports whether args (os.Args[1:]) are a shim's
-// invocation of the logger, whatever order the pairs came in. main.go
-// should check this before normal flag parsing, since "--path X" may come
-// before "internal container-logger".
-func IsLoggerInvocation(args []string) bool {
-	v, ok := pairValue(args, "internal")
-	return ok && v == "container-logger"
-}
-
-func pairValue(args []string, key string) (string, bool) {
-	for i := 0; i+1 < len(args); i += 2 {
-		if args[i] == key {
-			return args[i+1], true
-		}
-	}
-	// Also accept a plain "--path X" anywhere (manual invocation).
-	for i := 0; i+1 < len(args); i++ {
-		if args[i] == key {
-			return args[i+1], true
-		}
-	}
-	return "", false
-}
-
-// LoggerMain is what `kelp internal container-logger --path P` runs. It
-// copies the container's stdout (fd 3) and stderr (fd 4) into P in CRI
-// format until both reach EOF (the container and all holders exited).
-func LoggerMain(args []string) error {
-	path, ok := pairValue(args, "--path")
-	if !ok || !filepath.IsAbs(path) {
-		return fmt.Errorf("container-logger: --path <absolute path> is required (got %q)", args)
-	}
-	w, err := openRotating(path, logMaxSize, logMaxFiles)
-	if err != nil {
-		return err
-	}
-	defer w.Close()
-
-	// SIGTERM from the shim: keep draining (the pipes end soon after);
-	// dying early would lose the container's last lines.
-	signal.Ignore(syscall.SIGTERM, syscall.SIGPIPE, syscall.SIGHUP)
-
-	var wg sync.WaitGroup
-	for fd, stream := range map[uintptr]string{3: "stdout", 4: "stderr"} {
-		f := os.NewFile(fd, stream)
-		if f == nil {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			copyCRI(w, f, stream, time.Now)
-			f.Close()
-		}()
-	}
-	if ready := os.NewFile(5, "ready"); ready != nil {
-		ready.Close()
-	}
-	// The logger is kelp itself, whose package initialisation leaves
-	// megabytes of garbage and of touched binary pages behind; one of
-	// these runs per container, so give that memory back (a failure only
-	// leaves it resident) and keep the heap small from here on.
-	debug.SetGCPercent(20)
-	_, _, _ = resident.Trim()
-	wg.Wait()
-	return nil
-}
 
 // copyCRI reads r and writes each line as
 // "<RFC3339Nano> <stream> <F|P> <content>\n": F for a whole line, P for
@@ -269,4 +175,26 @@ func (w *rotatingFile) Close() error {
 	err := w.f.Close()
 	w.f = nil
 	return err
+}
+
+// follow copies a container's stdout and stderr (either may be nil) into
+// w until both end, then closes w.
+func follow(w io.WriteCloser, stdout, stderr *os.File) {
+	var wg sync.WaitGroup
+	for _, s := range []struct {
+		f    *os.File
+		name string
+	}{{stdout, "stdout"}, {stderr, "stderr"}} {
+		if s.f == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			copyCRI(w, s.f, s.name, time.Now)
+			s.f.Close()
+		}()
+	}
+	wg.Wait()
+	w.Close()
 }
