@@ -40,7 +40,8 @@ import (
 const nodeCIDRMaskSize = 24
 
 // startControlLoops runs kube-controller-manager's loops and the scheduler
-// as two leader-elected components, each an API client with its own identity,
+// as two components (without leader election: see RunComponent), each an
+// API client with its own identity,
 // talking to the API server over loopback HTTPS like any other client. The
 // returned wait blocks until they have stopped. signer mints the legacy
 // Secrets' tokens (see serviceaccount.Signer).
@@ -67,7 +68,7 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			controllers.RunComponent(ctx, name, rc, controllers.DefaultLeaderElection, start)
+			controllers.RunComponent(ctx, name, rc, start)
 		}()
 	}
 	run("kube-controller-manager", kcm, func(ctx context.Context, t *controllers.Toolkit) error {
