@@ -15,6 +15,8 @@ import (
 	"github.com/containerd/containerd/errdefs"
 	"github.com/containerd/containerd/runtime/v2/runc/options"
 
+	"github.com/kelp-project/kelp/runtime/cgroups"
+
 	"github.com/kelp-project/kelp/runtime/containerlog"
 )
 
@@ -31,7 +33,7 @@ type ContainerSpec struct {
 	Hostname      string
 	NetNSPath     string // pinned pod netns to join ("" = host network)
 	Mounts        []Mount
-	CgroupParent  string // e.g. <CgroupRoot>/burstable/pod<uid>; "" → CgroupRoot
+	CgroupParent  string // from EnsurePodCgroup, e.g. /kubepods/burstable/pod<uid>; "" → the pods' root
 	Resources     Resources
 	Security      Security
 	LogPath       string // absolute; CRI-format log written by the logger binary
@@ -46,13 +48,10 @@ type Mount struct {
 	Options             []string
 }
 
-// Resources are cgroup limits; 0 = unset.
-type Resources struct {
-	CPUShares   uint64
-	CPUQuota    int64
-	CPUPeriod   uint64 // 0 → 100000 when CPUQuota is set
-	MemoryLimit int64
-}
+// Resources are cgroup limits; 0 = unset. The container's go into its
+// OCI spec (runc writes them, on v1 or v2); a pod's are written by
+// EnsurePodCgroup.
+type Resources = cgroups.Resources
 
 // Security is the container's security context.
 type Security struct {
@@ -70,7 +69,7 @@ const (
 	labelLogPath   = labelPrefix + "log-path"
 	labelStartedAt = labelPrefix + "started-at"
 	labelOOM       = labelPrefix + "oom-killed"
-	labelCgroup    = labelPrefix + "cgroup"
+	labelCgroup    = labelPrefix + "cgroup" // the cgroup's directory (cgroupDir)
 )
 
 // snapshotter is the only one kelp uses (machine.md: overlayfs works).
@@ -87,9 +86,12 @@ func IsNotFound(err error) bool {
 func notFound(id string) error { return fmt.Errorf("%w: %s", ErrNotFound, id) }
 
 // runtimeOpts gives every container this node's own runc root, so two
-// nodes' containerd instances never share runc state (machine.md).
+// nodes' containerd instances never share runc state (machine.md), and
+// runc's systemd cgroup driver when kelp's is systemd (the spec's
+// cgroupsPath is then "slice:prefix:name").
 func (r *Runtime) runtimeOpts() containerd.NewContainerOpts {
-	return containerd.WithRuntime("io.containerd.runc.v2", &options.Options{Root: filepath.Join(r.opts.StateDir, "runc")})
+	return containerd.WithRuntime("io.containerd.runc.v2", &options.Options{Root: filepath.Join(r.opts.StateDir, "runc"),
+		SystemdCgroup: r.opts.Cgroups.Layout.Driver == cgroups.Systemd})
 }
 
 // CreateContainer creates the container and its rootfs snapshot; it does
@@ -106,7 +108,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) error
 	}
 	labels := map[string]string{
 		labelLogPath: spec.LogPath,
-		labelCgroup:  r.cgroupPath(spec),
+		labelCgroup:  r.cgroupDir(spec),
 	}
 	for k, v := range spec.Labels {
 		labels[k] = v
@@ -286,20 +288,8 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 		return fmt.Errorf("delete container %s: %w", id, err)
 	}
 	r.forget(id)
-	removeCgroup(labels[labelCgroup])
+	r.removeCgroup(labels[labelCgroup])
 	return nil
-}
-
-// removeCgroup rmdirs the container's directory in every v1 hierarchy.
-// runc normally does this on delete; this covers a task that never ran.
-func removeCgroup(path string) {
-	if path == "" || path == "/" {
-		return
-	}
-	dirs, _ := filepath.Glob("/sys/fs/cgroup/*")
-	for _, d := range dirs {
-		_ = os.Remove(filepath.Join(d, path))
-	}
 }
 
 func (r *Runtime) load(ctx context.Context, id string) (containerd.Container, error) {

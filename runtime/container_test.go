@@ -139,7 +139,7 @@ func TestContainerOOMKilled(t *testing.T) {
 	}
 	// The fallback used after a kelp restart that missed the event: the
 	// cgroup lives until the task is deleted and counted the kill.
-	if !cgroupOOMKilled(filepath.Join(spec.CgroupParent, spec.ID)) {
+	if !rt.cgroupOOMKilled(filepath.Join(spec.CgroupParent, spec.ID)) {
 		t.Error("memory.oom_control does not show the OOM kill")
 	}
 }

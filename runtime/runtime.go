@@ -18,6 +18,8 @@ import (
 
 	"github.com/containerd/containerd"
 	"github.com/containerd/containerd/namespaces"
+
+	"github.com/kelp-project/kelp/runtime/cgroups"
 	"github.com/sirupsen/logrus"
 
 	"github.com/kelp-project/kelp/runtime/containerlog"
@@ -33,9 +35,16 @@ type Options struct {
 	// StateDir holds runc's state root (<StateDir>/runc) and the FIFOs
 	// (<StateDir>/fifo); by default /run/kelp/runtime.
 	StateDir string
-	// CgroupRoot is the cgroup v1 path under which pod cgroups are made:
-	// <CgroupRoot>/<qos>/pod<uid>/<container>; by default /kubepods.
+	// CgroupRoot is the cgroup under which pod cgroups are made:
+	// <CgroupRoot>/<qos>/pod<uid>/<container>; by default /kubepods
+	// (kubepods.slice under the systemd driver; see cgroups.Layout).
 	CgroupRoot string
+	// CgroupDriver is --cgroup-driver: auto (the default: systemd when
+	// systemd runs), cgroupfs or systemd.
+	CgroupDriver string
+	// Cgroups is the host's cgroup version and layout; New detects it
+	// under /sys/fs/cgroup unless it is given (tests give a fake tree).
+	Cgroups cgroups.Host
 	// LogRoot is where container logs go (/var/log/pods by default).
 	LogRoot string
 	// LoggerBinary is the program the containerd shim runs for each
@@ -50,6 +59,8 @@ type Options struct {
 type Runtime struct {
 	client *containerd.Client
 	opts   Options
+	// pods makes the pod cgroups (EnsurePodCgroup).
+	pods *cgroups.Pods
 	// tasks is held shared while a task is being created (its shim runs
 	// before the task is listed) and exclusively while orphan shims are
 	// looked for, so the one is never mistaken for the other.
@@ -63,6 +74,13 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	}
 	if opts.CgroupRoot == "" {
 		opts.CgroupRoot = "/kubepods"
+	}
+	if err := opts.resolveCgroups(); err != nil {
+		return nil, err
+	}
+	pods, err := cgroups.NewPods(opts.Cgroups)
+	if err != nil {
+		return nil, err
 	}
 	if opts.LogRoot == "" {
 		opts.LogRoot = "/var/log/pods"
@@ -82,7 +100,7 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 			return nil, err
 		}
 	}
-	r := &Runtime{opts: opts}
+	r := &Runtime{opts: opts, pods: pods}
 	// Without a daemon each container's writer copies its output itself:
 	// logs still work, at a process per container.
 	if err := containerlog.EnsureDaemon(opts.LoggerBinary, r.logSocket(), filepath.Join(opts.StateDir, "containerlog.log")); err != nil {

@@ -11,6 +11,8 @@ import (
 	"github.com/containerd/containerd/oci"
 	"github.com/containerd/containerd/pkg/cap"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/kelp-project/kelp/runtime/cgroups"
 )
 
 // defaultCaps is the capability set Docker and CRI give an unprivileged
@@ -123,16 +125,6 @@ func capabilities(sec Security) []string {
 	return out
 }
 
-// cgroupPath is where the container's cgroup lives: under the kubelet's
-// pod cgroup, or straight under this node's root if the kubelet gave none.
-func (r *Runtime) cgroupPath(spec ContainerSpec) string {
-	parent := spec.CgroupParent
-	if parent == "" {
-		parent = r.opts.CgroupRoot
-	}
-	return filepath.Join("/", parent, spec.ID)
-}
-
 // specOpts builds the OCI spec on top of containerd's default Linux spec
 // (namespaces, /proc, /dev, masked paths, default caps, no seccomp, no
 // AppArmor/SELinux). Order matters: user lookups read the snapshot, which
@@ -151,12 +143,20 @@ func (r *Runtime) specOpts(spec ContainerSpec) []oci.SpecOpts {
 		withEnv(containerEnv(img, spec.Env)),
 		oci.WithProcessCwd(cwd),
 		oci.WithCgroup(r.cgroupPath(spec)),
-		withResources(spec.Resources),
+		withResources(spec.Resources, r.opts.Cgroups.Version),
 		withCgroupMount(spec.Security.Privileged),
 		withMounts(spec.Mounts),
 	}
 	if spec.Hostname != "" {
 		opts = append(opts, oci.WithHostname(spec.Hostname))
+	}
+	if r.opts.Cgroups.Version == cgroups.V2 {
+		// As CRI on a unified host: a private cgroup namespace, so the
+		// container sees its own cgroup as the root of /sys/fs/cgroup
+		// (runc mounts cgroup2 there inside it) and cannot see the
+		// node's. v1 has no such mount to scope: runc binds the
+		// container's own directories of each hierarchy instead.
+		opts = append(opts, oci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.CgroupNamespace}))
 	}
 	if spec.NetNSPath != "" {
 		opts = append(opts, oci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: spec.NetNSPath}))
@@ -247,9 +247,11 @@ func replaceOpt(opts []string, from, to string) []string {
 	return out
 }
 
-// withResources writes the limits into Linux.Resources; runc applies them
-// to the cgroupfs path. Zero means unset.
-func withResources(res Resources) oci.SpecOpts {
+// withResources writes the limits into Linux.Resources, in v1 units on
+// either version: runc writes them to the container's cgroup, converting
+// for v2 (shares to cpu.weight, quota and period to cpu.max, the limit to
+// memory.max, pids to pids.max). Zero means unset.
+func withResources(res Resources, v cgroups.Version) oci.SpecOpts {
 	return func(ctx context.Context, c oci.Client, ctr *containers.Container, s *oci.Spec) error {
 		if res.CPUShares > 0 {
 			if err := oci.WithCPUShares(res.CPUShares)(ctx, c, ctr, s); err != nil {
@@ -266,15 +268,34 @@ func withResources(res Resources) oci.SpecOpts {
 			}
 		}
 		if res.MemoryLimit > 0 {
-			return oci.WithMemoryLimit(uint64(res.MemoryLimit))(ctx, c, ctr, s)
+			if err := oci.WithMemoryLimit(uint64(res.MemoryLimit))(ctx, c, ctr, s); err != nil {
+				return err
+			}
+			if v == cgroups.V2 {
+				// On v2 swap is limited apart (memory.swap.max, unlimited
+				// by default), so a limited container could swap past its
+				// limit; swap equal to the limit is runc's "no swap"
+				// (memory.swap.max 0), as the kubelet asks CRI for. On v1
+				// memory+swap is left alone, as before: the memsw files
+				// exist only with swap accounting on.
+				swap := res.MemoryLimit
+				s.Linux.Resources.Memory.Swap = &swap
+			}
+		}
+		if res.PidsLimit > 0 {
+			if err := oci.WithPidsLimit(res.PidsLimit)(ctx, c, ctr, s); err != nil {
+				return err
+			}
 		}
 		return nil
 	}
 }
 
 // withCgroupMount adds /sys/fs/cgroup as CRI does (the default spec lacks
-// it): runc's "cgroup" mount type binds the container's own v1 hierarchies,
-// read-only unless privileged.
+// it), read-only unless privileged. runc's "cgroup" mount type is right
+// for both versions: on v1 it binds the container's own directory of
+// each hierarchy; on v2 it mounts cgroup2, which the private cgroup
+// namespace (specOpts) roots at the container's cgroup.
 func withCgroupMount(privileged bool) oci.SpecOpts {
 	mode := "ro"
 	if privileged {

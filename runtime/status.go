@@ -3,9 +3,6 @@ package runtime
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -81,7 +78,10 @@ func (r *Runtime) watch() *watcher {
 }
 
 // Exits delivers IDs of containers whose task just exited (buffered, best
-// effort: a full buffer drops; the kubelet relists anyway).
+// effort: a full buffer drops; the kubelet resyncs anyway), and an empty
+// ID each time the event stream is subscribed again after it broke
+// (containerd restarted, say): exits may have been missed meanwhile, so
+// the kubelet should look at every pod.
 func (r *Runtime) Exits() <-chan string { return r.watch().exits }
 
 // eventLoop subscribes to exit and OOM events, resubscribing after errors
@@ -94,6 +94,11 @@ func (r *Runtime) eventLoop(w *watcher, ready chan struct{}) {
 		if !signalled {
 			close(ready)
 			signalled = true
+		} else {
+			select {
+			case w.exits <- "":
+			default:
+			}
 		}
 		err := r.consume(ctx, w, evs, errs)
 		cancel()
@@ -244,29 +249,11 @@ func (r *Runtime) status(ctx context.Context, c containerd.Container) (Container
 // if the container's memory cgroup counted an OOM kill (the cgroup lives
 // until the task is deleted, so this also works after a kelp restart).
 func (r *Runtime) exitReason(id string, labels map[string]string, code int32) string {
-	if r.oomSeen(id) || labels[labelOOM] == "true" || cgroupOOMKilled(labels[labelCgroup]) {
+	if r.oomSeen(id) || labels[labelOOM] == "true" || r.cgroupOOMKilled(labels[labelCgroup]) {
 		return ReasonOOMKilled
 	}
 	if code == 0 {
 		return ReasonCompleted
 	}
 	return ReasonError
-}
-
-// cgroupOOMKilled reads oom_kill from memory.oom_control (cgroup v1).
-func cgroupOOMKilled(path string) bool {
-	if path == "" {
-		return false
-	}
-	b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory", path, "memory.oom_control"))
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) == 2 && f[0] == "oom_kill" {
-			n, _ := strconv.Atoi(f[1])
-			return n > 0
-		}
-	}
-	return false
 }

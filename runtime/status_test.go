@@ -37,10 +37,10 @@ func TestStatusSurvivesRestart(t *testing.T) {
 }
 
 func TestStatusReasonFromCgroupOOM(t *testing.T) {
-	if cgroupOOMKilled("") {
+	rt := needRuntime(t)
+	if rt.cgroupOOMKilled("") {
 		t.Error("empty path")
 	}
-	rt := needRuntime(t)
 	if got := rt.exitReason("x", map[string]string{labelOOM: "true"}, 137); got != ReasonOOMKilled {
 		t.Errorf("label: %s", got)
 	}

@@ -235,6 +235,24 @@ func (f *FS) hierarchies() []string {
 	return out
 }
 
+// children are the names of the cgroups directly below dir, in any
+// hierarchy.
+func (f *FS) children(dir string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, h := range f.hierarchies() {
+		ents, _ := os.ReadDir(filepath.Join(h, dir))
+		for _, e := range ents {
+			if e.IsDir() && !seen[e.Name()] {
+				seen[e.Name()] = true
+				out = append(out, e.Name())
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 func removeTree(base string) error {
 	var dirs []string
 	_ = filepath.WalkDir(base, func(p string, d os.DirEntry, err error) error {

@@ -285,3 +285,43 @@ func TestPodsRemoveV1(t *testing.T) {
 		}
 	}
 }
+
+func TestPodsRemoveOrphans(t *testing.T) {
+	for _, d := range []Driver{Cgroupfs, Systemd} {
+		t.Run(string(d), func(t *testing.T) {
+			root := t.TempDir()
+			l, err := NewLayout(d, "/kubepods")
+			must(t, err)
+			slices := &fakeSlices{}
+			p := &Pods{Layout: l, FS: &FS{Root: root, Version: V2}}
+			if d == Systemd {
+				p.Slices = slices
+			}
+			// Pods kept and gone in each QoS level, as bare directories
+			// (see TestRemove), with the QoS levels themselves under the
+			// root, which must never be taken for pods.
+			pods := map[string]QOS{"keep-g": Guaranteed, "gone-g": Guaranteed, "keep-b": Burstable, "gone-b": Burstable, "gone-e": BestEffort}
+			for uid, q := range pods {
+				must(t, os.MkdirAll(filepath.Join(root, l.Dir(l.Pod(q, uid))), 0o755))
+			}
+			must(t, p.RemoveOrphans(map[string]bool{"keep-g": true, "keep-b": true}))
+			for uid, q := range pods {
+				_, err := os.Stat(filepath.Join(root, l.Dir(l.Pod(q, uid))))
+				if gone := errors.Is(err, os.ErrNotExist); gone != strings.HasPrefix(uid, "gone") {
+					t.Errorf("pod %s (%q): removed %v", uid, q, gone)
+				}
+			}
+			for _, q := range []QOS{Burstable, BestEffort} {
+				if _, err := os.Stat(filepath.Join(root, l.Dir(l.QoS(q)))); err != nil {
+					t.Errorf("QoS level %q removed: %v", q, err)
+				}
+			}
+			if d == Systemd {
+				want := []string{"stop kubepods-pod" + "gone_g.slice", "stop kubepods-burstable-podgone_b.slice", "stop kubepods-besteffort-podgone_e.slice"}
+				if !reflect.DeepEqual(slices.calls, want) {
+					t.Errorf("systemd calls %v, want %v", slices.calls, want)
+				}
+			}
+		})
+	}
+}

@@ -3,6 +3,8 @@ package cgroups
 import (
 	"errors"
 	"fmt"
+	"path"
+	"strings"
 )
 
 // Slices starts and stops systemd slice units; under the systemd driver
@@ -110,4 +112,32 @@ func (p *Pods) apply(name []string, res Resources) error {
 		}
 	}
 	return p.FS.Apply(p.Layout.Dir(name), res)
+}
+
+// RemoveOrphans removes the cgroups of pods whose UID is not in keep:
+// pods deleted while kelp was down, whose containers were just removed.
+// A cgroup that still holds processes stays, as an error.
+func (p *Pods) RemoveOrphans(keep map[string]bool) error {
+	var errs []error
+	for _, q := range []QOS{Guaranteed, Burstable, BestEffort} {
+		kept := map[string]bool{}
+		for uid := range keep {
+			kept[path.Base(p.Layout.Dir(p.Layout.Pod(q, uid)))] = true
+		}
+		// A pod's directory name, less its UID: pod<uid> or, under
+		// systemd, kubepods-burstable-pod<uid>.slice.
+		prefix := path.Base(p.Layout.Dir(p.Layout.Pod(q, "")))
+		prefix = strings.TrimSuffix(prefix, ".slice")
+		qosDir := p.Layout.Dir(p.Layout.QoS(q))
+		for _, name := range p.FS.children(qosDir) {
+			if kept[name] || !strings.HasPrefix(name, prefix) || name == prefix {
+				continue
+			}
+			if p.Slices != nil {
+				errs = append(errs, p.Slices.StopSlice(name))
+			}
+			errs = append(errs, p.FS.Remove(path.Join(qosDir, name)))
+		}
+	}
+	return errors.Join(errs...)
 }
