@@ -109,6 +109,10 @@ func (w *podWorker) containerSpec(ctx context.Context, pod *corev1.Pod, c *corev
 	if err != nil {
 		return runtime.ContainerSpec{}, err
 	}
+	cgroupParent, err := k.podCgroup(ctx, pod)
+	if err != nil {
+		return runtime.ContainerSpec{}, fmt.Errorf("pod cgroup: %w", err)
+	}
 	hostname := pod.Name
 	if pod.Spec.Hostname != "" {
 		hostname = pod.Spec.Hostname
@@ -149,7 +153,7 @@ func (w *podWorker) containerSpec(ctx context.Context, pod *corev1.Pod, c *corev
 		Hostname:     hostname,
 		NetNSPath:    w.netnsPath,
 		Mounts:       mounts,
-		CgroupParent: k.podCgroup(pod),
+		CgroupParent: cgroupParent,
 		Resources:    containerResources(c),
 		Security:     containerSecurity(pod, c),
 		LogPath:      k.logPath(pod, c.Name, n),
@@ -158,36 +162,23 @@ func (w *podWorker) containerSpec(ctx context.Context, pod *corev1.Pod, c *corev
 	}, nil
 }
 
-// podCgroup is upstream's layout: Guaranteed pods directly under the
-// root, the others under burstable/ or besteffort/.
-func (k *Kubelet) podCgroup(pod *corev1.Pod) string {
-	qos := pod.Status.QOSClass
-	switch qos {
-	case corev1.PodQOSGuaranteed:
-		return filepath.Join(k.cfg.CgroupRoot, "pod"+string(pod.UID))
-	case corev1.PodQOSBestEffort:
-		return filepath.Join(k.cfg.CgroupRoot, "besteffort", "pod"+string(pod.UID))
-	default:
-		return filepath.Join(k.cfg.CgroupRoot, "burstable", "pod"+string(pod.UID))
-	}
-}
-
-// containerResources maps requests and limits to cgroup v1 as upstream:
-// shares from the CPU request (2 at least), quota from the CPU limit over
-// a 100 ms period, and the memory limit.
+// containerResources maps requests and limits as upstream (in v1 units;
+// runc converts them on v2): shares from the CPU request (the limit when
+// no request is given, 2 at least), quota from the CPU limit over a
+// 100 ms period, and the memory limit. The pod's pids limit is its
+// cgroup's (podResources), as upstream.
 func containerResources(c *corev1.Container) runtime.Resources {
 	var r runtime.Resources
-	const period = 100000
 	if q, ok := c.Resources.Requests[corev1.ResourceCPU]; ok {
-		r.CPUShares = uint64(max(q.MilliValue()*1024/1000, 2))
+		r.CPUShares = milliCPUToShares(q.MilliValue())
 	} else if q, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
-		r.CPUShares = uint64(max(q.MilliValue()*1024/1000, 2))
+		r.CPUShares = milliCPUToShares(q.MilliValue())
 	} else {
-		r.CPUShares = 2
+		r.CPUShares = minShares
 	}
 	if q, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
-		r.CPUPeriod = period
-		r.CPUQuota = max(q.MilliValue()*period/1000, 1000)
+		r.CPUPeriod = cpuPeriod
+		r.CPUQuota = max(q.MilliValue()*cpuPeriod/1000, minQuota)
 	}
 	if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
 		r.MemoryLimit = q.Value()

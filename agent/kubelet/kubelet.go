@@ -42,6 +42,7 @@ import (
 	"github.com/kelp-project/kelp/agent/kubelet/server"
 	"github.com/kelp-project/kelp/config"
 	"github.com/kelp-project/kelp/runtime"
+	"github.com/kelp-project/kelp/runtime/cgroups"
 )
 
 // Runtime is what the kubelet needs from the container runtime
@@ -55,6 +56,12 @@ type Runtime interface {
 	RemoveContainer(ctx context.Context, id string) error
 	ContainerStatus(ctx context.Context, id string) (runtime.ContainerStatus, error)
 	ListContainers(ctx context.Context, labels map[string]string) ([]runtime.ContainerStatus, error)
+	// EnsurePodCgroup makes the pod's cgroup under its QoS level with
+	// the pod-level limits and returns its containers' cgroup parent;
+	// RemovePodCgroup removes it once they are gone (runtime/cgroups).
+	EnsurePodCgroup(ctx context.Context, qos cgroups.QOS, uid string, res runtime.Resources) (string, error)
+	RemovePodCgroup(ctx context.Context, qos cgroups.QOS, uid string) error
+	RemoveOrphanPodCgroups(ctx context.Context, keep map[string]bool) error
 	Exits() <-chan string
 	// RemoveOrphanShims kills containerd shims that serve no task (left
 	// when kelp died mid-creation), returning their ids.
@@ -89,6 +96,9 @@ type Config struct {
 	ClusterDomain string
 	// CgroupRoot is where pod cgroups go (runtime.Options.CgroupRoot).
 	CgroupRoot string
+	// PodPidsLimit is the pids.max of each pod's cgroup (upstream's
+	// --pod-max-pids); 0 or less: no limit, upstream's default.
+	PodPidsLimit int64
 	// LogRoot is where container logs go (/var/log/pods by default).
 	LogRoot string
 	// CrashLoopMaxBackoff caps the restart delay (upstream: 5 min).
@@ -301,16 +311,17 @@ func (k *Kubelet) forget(uid types.UID) {
 	k.tokens.forget(uid)
 }
 
-// relist is the pod lifecycle event generator: container exits wake their
-// pod's worker at once; every second one listing of the runtime wakes the
-// workers whose containers changed state (an event may be missed); and
-// every resyncInterval each worker looks again anyway (volume contents,
-// anything else that drifted), as upstream's syncFrequency.
+// relist is the pod lifecycle event generator, event-driven as upstream's
+// evented PLEG: containerd's task exit events wake their pod's worker at
+// once, and a new subscription after the stream broke (events may have
+// been missed) wakes every worker; every resyncInterval each worker looks
+// again anyway (an event dropped, volume contents, a failed step to
+// retry, anything else that drifted), and that is the safety relist: each
+// worker lists its own pod's containers. Nothing polls the runtime in
+// between (the old relist listed every container's task every second).
 func (k *Kubelet) relist(ctx context.Context) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	seen := map[string]string{} // pod UID -> container IDs and states
-	lastResync := time.Now()
+	resync := time.NewTicker(resyncInterval)
+	defer resync.Stop()
 	shims := time.NewTicker(shimsInterval)
 	defer shims.Stop()
 	for {
@@ -318,36 +329,29 @@ func (k *Kubelet) relist(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case id := <-k.runtime.Exits():
+			if id == "" {
+				k.kickAll()
+				continue
+			}
 			k.kickByContainer(ctx, id)
 		case <-shims.C:
 			k.removeOrphanShims(ctx)
-		case <-t.C:
-			list, err := k.runtime.ListContainers(ctx, nil)
-			if err != nil {
-				continue
-			}
-			now := map[string]string{}
-			for _, c := range list {
-				uid := c.Labels[labelPodUID]
-				now[uid] += c.ID + "=" + string(c.State) + ";"
-			}
-			resync := time.Since(lastResync) >= resyncInterval
-			if resync {
-				lastResync = time.Now()
-			}
-			k.mu.Lock()
-			for uid, w := range k.workers {
-				if resync || now[string(uid)] != seen[string(uid)] {
-					w.kick()
-				}
-			}
-			k.mu.Unlock()
-			seen = now
+		case <-resync.C:
+			k.kickAll()
 		}
 	}
 }
 
-// resyncInterval is how often every pod is looked at without a reason.
+func (k *Kubelet) kickAll() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, w := range k.workers {
+		w.kick()
+	}
+}
+
+// resyncInterval is how often every pod is looked at without a reason
+// (upstream's pod workers retry a failed sync after 10 s).
 const resyncInterval = 10 * time.Second
 
 // shimsInterval is how often orphan shims are looked for after the pass
@@ -397,6 +401,9 @@ func (k *Kubelet) removeOrphans(ctx context.Context) {
 		logrus.Infof("kubelet: removing container %s of a pod that is gone (%s)", c.ID, uid)
 		_ = k.runtime.StopContainer(ctx, c.ID, 0)
 		_ = k.runtime.RemoveContainer(ctx, c.ID)
+	}
+	if err := k.runtime.RemoveOrphanPodCgroups(ctx, keep); err != nil {
+		logrus.WithError(err).Warn("kubelet: removing the cgroups of pods that are gone")
 	}
 	k.removeOrphanShims(ctx)
 	if err := k.network.Recover(keep); err != nil {

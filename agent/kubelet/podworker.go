@@ -378,6 +378,9 @@ func (w *podWorker) cleanup(ctx context.Context, pod *corev1.Pod) {
 			}
 		}
 	}
+	if err := w.k.runtime.RemovePodCgroup(ctx, podQOS(pod), string(w.uid)); err != nil {
+		logrus.WithError(err).Warnf("kubelet: removing the cgroup of %s", w.uid)
+	}
 	if err := w.k.network.Teardown(string(w.uid)); err != nil {
 		logrus.WithError(err).Warnf("kubelet: tearing down the sandbox of %s", w.uid)
 	}

@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kelp-project/kelp/runtime"
+	"github.com/kelp-project/kelp/runtime/cgroups"
 )
 
 // Runtime keeps containers in memory: a started container runs until
@@ -29,12 +30,21 @@ type Runtime struct {
 	calls      []string
 	pullErr    map[string]error // by image
 	exits      chan string
+	// podCgroups are the pod cgroups made, by pod UID.
+	podCgroups map[string]PodCgroup
+}
+
+// PodCgroup is a pod cgroup the kubelet asked for.
+type PodCgroup struct {
+	QOS       cgroups.QOS
+	Resources runtime.Resources
+	Parent    string // what EnsurePodCgroup returned
 }
 
 // NewRuntime returns an empty runtime.
 func NewRuntime() *Runtime {
 	return &Runtime{containers: map[string]*runtime.ContainerStatus{}, specs: map[string]runtime.ContainerSpec{},
-		pullErr: map[string]error{}, exits: make(chan string, 16)}
+		pullErr: map[string]error{}, exits: make(chan string, 16), podCgroups: map[string]PodCgroup{}}
 }
 
 func (r *Runtime) record(format string, args ...any) {
@@ -122,6 +132,44 @@ next:
 }
 
 func (r *Runtime) Exits() <-chan string { return r.exits }
+
+// fakeLayout spells parents as the cgroupfs driver does.
+var fakeLayout, _ = cgroups.NewLayout(cgroups.Cgroupfs, "/kubepods")
+
+// EnsurePodCgroup keeps the pod's cgroup in memory.
+func (r *Runtime) EnsurePodCgroup(_ context.Context, qos cgroups.QOS, uid string, res runtime.Resources) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	parent := fakeLayout.Parent(fakeLayout.Pod(qos, uid))
+	r.podCgroups[uid] = PodCgroup{QOS: qos, Resources: res, Parent: parent}
+	return parent, nil
+}
+
+func (r *Runtime) RemovePodCgroup(_ context.Context, _ cgroups.QOS, uid string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.podCgroups, uid)
+	return nil
+}
+
+func (r *Runtime) RemoveOrphanPodCgroups(_ context.Context, keep map[string]bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for uid := range r.podCgroups {
+		if !keep[uid] {
+			delete(r.podCgroups, uid)
+		}
+	}
+	return nil
+}
+
+// PodCgroup is the pod's cgroup, if it has one.
+func (r *Runtime) PodCgroup(uid string) (PodCgroup, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.podCgroups[uid]
+	return c, ok
+}
 
 // RemoveOrphanShims: the fake has no shims.
 func (r *Runtime) RemoveOrphanShims(context.Context) ([]string, error) { return nil, nil }
