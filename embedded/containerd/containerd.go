@@ -36,8 +36,9 @@ const DefaultAddress = "/run/kelp/containerd/containerd.sock"
 var (
 	// readyTimeout bounds how long Start waits for a fresh containerd to answer.
 	readyTimeout = 30 * time.Second
-	// probeInterval is how often the watcher asks containerd for its version.
-	probeInterval = 2 * time.Second
+	// probeInterval is how often the watcher asks containerd for its
+	// version: upstream's kubelet checks its runtime every 5 s.
+	probeInterval = 5 * time.Second
 	// probeTimeout bounds one health probe.
 	probeTimeout = 2 * time.Second
 	// probeFailures consecutive failed probes count as "stopped answering".
@@ -410,6 +411,8 @@ func (s *Supervisor) watch(ctx context.Context) {
 	restarts := 0 // consecutive quick restarts, for the backoff
 	ticker := time.NewTicker(probeInterval)
 	defer ticker.Stop()
+	var health healthClient
+	defer health.close()
 	for {
 		s.mu.Lock()
 		p := s.proc
@@ -431,7 +434,7 @@ func (s *Supervisor) watch(ctx context.Context) {
 				logrus.Warnf("containerd: pid %d is gone", p.pid)
 				break
 			}
-			if err := probe(ctx, s.cfg.Address); err != nil {
+			if err := health.probe(ctx, s.cfg.Address); err != nil {
 				if ctx.Err() != nil {
 					return
 				}
@@ -452,6 +455,7 @@ func (s *Supervisor) watch(ctx context.Context) {
 			continue
 		}
 		failures = 0
+		health.close()
 		// Did someone stop it deliberately (PID file removed by Stop)?
 		if p != nil && p.pid > 0 && s.readPID() == 0 {
 			logrus.Infof("containerd: pid file removed; containerd was stopped, not restarting")
@@ -497,7 +501,40 @@ func (s *Supervisor) watch(ctx context.Context) {
 	}
 }
 
-// probe asks containerd for its version.
+// healthClient probes containerd over one connection, kept between
+// probes: dialling a new client every probe cost both kelp and containerd
+// a gRPC connection set-up and teardown each time. A failed probe drops
+// the connection, so the next one dials afresh (a restarted containerd).
+type healthClient struct{ c *client.Client }
+
+func (h *healthClient) probe(ctx context.Context, address string) error {
+	if h.c == nil {
+		if _, err := os.Stat(address); err != nil {
+			return err
+		}
+		c, err := client.New(address, client.WithTimeout(probeTimeout))
+		if err != nil {
+			return err
+		}
+		h.c = c
+	}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	if _, err := h.c.Version(ctx); err != nil {
+		h.close()
+		return err
+	}
+	return nil
+}
+
+func (h *healthClient) close() {
+	if h.c != nil {
+		_ = h.c.Close()
+		h.c = nil
+	}
+}
+
+// probe asks containerd for its version, on a connection of its own.
 func probe(ctx context.Context, address string) error {
 	if _, err := os.Stat(address); err != nil {
 		return err
