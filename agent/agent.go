@@ -27,6 +27,7 @@ import (
 	"github.com/kelp-project/kelp/agent/localpath"
 	"github.com/kelp-project/kelp/config"
 	"github.com/kelp-project/kelp/embedded/containerd"
+	"github.com/kelp-project/kelp/hostcheck"
 	"github.com/kelp-project/kelp/netplane/dns"
 	"github.com/kelp-project/kelp/netplane/nodenet"
 	"github.com/kelp-project/kelp/netplane/proxy"
@@ -47,10 +48,14 @@ type Config struct {
 	// (default /run/kelp/containerd/containerd.sock).
 	ContainerdSocket string
 	// RunDir holds runtime files: netns pins, runc state (default /run/kelp).
-	RunDir        string
-	LogRoot       string // container logs (default /var/log/pods)
-	KubeletPort   int    // the kubelet's HTTPS endpoint (10250; 0 picks a free port)
-	CgroupRoot    string // default /kubepods
+	RunDir      string
+	LogRoot     string // container logs (default /var/log/pods)
+	KubeletPort int    // the kubelet's HTTPS endpoint (10250; 0 picks a free port)
+	CgroupRoot  string // default /kubepods
+	// CgroupDriver is auto (the default), cgroupfs or systemd.
+	CgroupDriver string
+	// PodPidsLimit is each pod cgroup's pids.max (<= 0: no limit).
+	PodPidsLimit  int64
 	ClusterCIDR   string
 	ClusterDNS    string
 	ClusterDomain string
@@ -105,6 +110,11 @@ func Run(ctx context.Context, cfg Config, creds Credentials) error {
 	if err != nil {
 		return fmt.Errorf("--flannel-backend: %w", err)
 	}
+	cg, err := cfg.cgroups()
+	if err != nil {
+		return fmt.Errorf("cgroups: %w", err)
+	}
+	reportCgroups(cg, hostcheck.Local().Cgroups())
 	if err := os.MkdirAll(filepath.Join(agentDir, "images"), 0o755); err != nil {
 		return err
 	}
@@ -122,7 +132,7 @@ func Run(ctx context.Context, cfg Config, creds Credentials) error {
 		address = sup.Address()
 	}
 	rt, err := runtime.New(ctx, runtime.Options{Address: address, StateDir: filepath.Join(runDir, "runtime"),
-		CgroupRoot: cfg.CgroupRoot, LogRoot: cfg.LogRoot})
+		CgroupRoot: cfg.CgroupRoot, CgroupDriver: cfg.CgroupDriver, Cgroups: cg, LogRoot: cfg.LogRoot})
 	if err != nil {
 		return err
 	}
@@ -158,7 +168,7 @@ func Run(ctx context.Context, cfg Config, creds Credentials) error {
 	k := kubelet.New(kubelet.Config{
 		NodeName: cfg.NodeName, NodeIP: cfg.NodeIP, DataDir: agentDir,
 		Version: cfg.Version, ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain,
-		CgroupRoot: cfg.CgroupRoot, LogRoot: cfg.LogRoot, CrashLoopMaxBackoff: cfg.CrashLoopMaxBackoff,
+		CgroupRoot: cfg.CgroupRoot, PodPidsLimit: cfg.PodPidsLimit, LogRoot: cfg.LogRoot, CrashLoopMaxBackoff: cfg.CrashLoopMaxBackoff,
 		KubeletPort: cfg.KubeletPort, ClientCA: clientCA,
 		ServingCertFile: cfg.KubeletServingCertFile, ServingKeyFile: cfg.KubeletServingKeyFile,
 		NewNetwork: func(podCIDR string) (kubelet.Network, error) {

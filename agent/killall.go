@@ -19,6 +19,7 @@ import (
 	"github.com/kelp-project/kelp/netplane/nodenet"
 	"github.com/kelp-project/kelp/netplane/proxy"
 	"github.com/kelp-project/kelp/runtime"
+	"github.com/kelp-project/kelp/runtime/cgroups"
 	"github.com/kelp-project/kelp/runtime/containerlog"
 )
 
@@ -39,7 +40,7 @@ func KillAll(ctx context.Context, cfg Config) error {
 	stateDir := filepath.Join(runDir, "runtime")
 	if answers(sock) {
 		if rt, err := runtime.New(ctx, runtime.Options{Address: sock, StateDir: stateDir,
-			CgroupRoot: cfg.CgroupRoot, LogRoot: cfg.LogRoot}); err == nil {
+			CgroupRoot: cfg.CgroupRoot, CgroupDriver: cfg.CgroupDriver, LogRoot: cfg.LogRoot}); err == nil {
 			list, _ := rt.ListContainers(ctx, nil)
 			for _, c := range list {
 				_ = rt.StopContainer(ctx, c.ID, 0)
@@ -85,7 +86,7 @@ func KillAll(ctx context.Context, cfg Config) error {
 		logrus.Infof("killall: %s set up no pod network: leaving the host's network (cni0, kelp.1, table ip kelp) alone", cfg.DataDir)
 	}
 	if cfg.CgroupRoot != "" {
-		removeCgroups(cfg.CgroupRoot)
+		removeCgroups(cfg)
 	}
 	if !mountsUnder(runDir) {
 		_ = os.RemoveAll(runDir)
@@ -144,24 +145,21 @@ func answers(sock string) bool {
 	return true
 }
 
-// removeCgroups removes root and everything below it in every cgroup v1
-// controller, deepest first (a cgroup directory goes only when empty).
-func removeCgroups(root string) {
-	mounts, _ := filepath.Glob("/sys/fs/cgroup/*")
-	for _, m := range mounts {
-		base := filepath.Join(m, root)
-		var dirs []string
-		_ = filepath.WalkDir(base, func(p string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, p)
-			}
-			return nil
-		})
-		sort.Slice(dirs, func(i, j int) bool { return strings.Count(dirs[i], "/") > strings.Count(dirs[j], "/") })
-		for _, d := range dirs {
-			if err := os.Remove(d); err != nil && !os.IsNotExist(err) {
-				logrus.Debugf("killall: %v", err)
-			}
-		}
+// removeCgroups removes the pods' root cgroup and everything below it,
+// deepest first, in every hierarchy (each v1 controller or the v2 one;
+// under the systemd driver, its slice first). A cgroup goes only when
+// empty: one still in use is left, and said at debug level.
+func removeCgroups(cfg Config) {
+	h, err := cfg.cgroups()
+	if err != nil {
+		logrus.Debugf("killall: cgroups: %v", err)
+		return
+	}
+	pods, err := cgroups.NewPods(h)
+	if err == nil {
+		err = pods.RemoveAll()
+	}
+	if err != nil {
+		logrus.Debugf("killall: %v", err)
 	}
 }

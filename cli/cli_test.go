@@ -72,6 +72,8 @@ var wantAgent = agent.Config{
 	RunDir:              "/run/kelp",
 	LogRoot:             "/var/log/pods",
 	CgroupRoot:          "/kubepods",
+	CgroupDriver:        "auto",
+	PodPidsLimit:        -1,
 	KubeletPort:         10250,
 	DNSPort:             53,
 	CrashLoopMaxBackoff: 5 * time.Minute,

@@ -98,6 +98,8 @@ func agentFlags(c *agent.Config) []urfave.Flag {
 		&urfave.StringFlag{Name: "run-dir", Value: config.RunDir, Usage: "runtime files: pod netns pins, runc state", EnvVars: env("RUN_DIR"), Destination: &c.RunDir},
 		&urfave.StringFlag{Name: "pod-log-dir", Value: config.PodLogDir, Usage: "where container logs are written", EnvVars: env("POD_LOG_DIR"), Destination: &c.LogRoot},
 		&urfave.StringFlag{Name: "cgroup-root", Value: config.CgroupRoot, Usage: "cgroup under which pods run", EnvVars: env("CGROUP_ROOT"), Destination: &c.CgroupRoot},
+		&urfave.StringFlag{Name: "cgroup-driver", Value: config.CgroupDriver, Usage: "who makes pod and container cgroups: auto (systemd when systemd runs, else cgroupfs), cgroupfs or systemd", EnvVars: env("CGROUP_DRIVER"), Destination: &c.CgroupDriver},
+		&urfave.Int64Flag{Name: "pod-max-pids", Value: config.PodPidsLimit, Usage: "pids.max of each pod's cgroup (-1: no limit)", EnvVars: env("POD_MAX_PIDS"), Destination: &c.PodPidsLimit},
 		&urfave.IntFlag{Name: "kubelet-port", Value: config.KubeletPort, Usage: "port of the kubelet's HTTPS endpoint (logs, exec; 0 picks a free port)", EnvVars: env("KUBELET_PORT"), Destination: &c.KubeletPort},
 		&urfave.IntFlag{Name: "dns-port", Value: config.DNSPort, Usage: "port of the node's cluster DNS listener on the node IP", EnvVars: env("DNS_PORT"), Destination: &c.DNSPort},
 		&urfave.StringFlag{Name: "flannel-backend", Value: config.NodeNetwork, Usage: "the node network: how pods get their addresses and reach each other (known: " + strings.Join(nodenet.Names(), ", ") + ")", EnvVars: env("FLANNEL_BACKEND"), Destination: &c.NodeNetwork},

@@ -24,6 +24,11 @@ const (
 	KubeconfigMode = "0600"
 	PodLogDir      = "/var/log/pods"
 	CgroupRoot     = "/kubepods"
+	// CgroupDriver is --cgroup-driver's default: systemd when systemd
+	// runs, cgroupfs otherwise (runtime/cgroups).
+	CgroupDriver = "auto"
+	// PodPidsLimit is --pod-max-pids's default: no limit, as upstream.
+	PodPidsLimit int64 = -1
 )
 
 // Networks, as k3s defaults them. The first address of ServiceCIDR is the
