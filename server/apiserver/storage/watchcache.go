@@ -21,8 +21,13 @@ const (
 	// resourceVersion waits for the cache to catch up.
 	freshnessTimeout = 3 * time.Second
 	// bookmarkInterval is how often idle watchers learn the current
-	// revision, so a reconnect rarely falls out of the event window.
-	bookmarkInterval = 5 * time.Second
+	// revision, so a reconnect rarely falls out of the event window:
+	// upstream's cacher sends bookmarks once a minute
+	// (defaultBookmarkFrequency). Each tick is one progress request to
+	// etcd per resource and a bookmark to every watcher that asked, which
+	// at 5 s kept an idle node busy. A read that needs a newer revision
+	// asks etcd itself (waitFresh).
+	bookmarkInterval = time.Minute
 	// watcherBuffer events may queue for one slow watcher; past that the
 	// watcher is closed and its client resumes from its last revision.
 	watcherBuffer = 1024
