@@ -14,6 +14,8 @@ import (
 	"github.com/containerd/containerd/cio"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kelp-project/kelp/runtime/cgroups"
 )
 
 var criLineRE = regexp.MustCompile(`^(\S+) (stdout|stderr) (F|P) (.*)$`)
@@ -155,7 +157,7 @@ func TestContainerResourcesInCgroup(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(rt.opts.StateDir, "runc", Namespace, spec.ID)); err != nil {
 		t.Errorf("runc state not under the node's runc root: %v", err)
 	}
-	for file, want := range map[string]string{
+	files := map[string]string{
 		"cpu/cpu.cfs_quota_us":               "50000",
 		"cpu/cpu.cfs_period_us":              "100000",
 		"cpu/cpu.shares":                     "512",
@@ -168,12 +170,26 @@ func TestContainerResourcesInCgroup(t *testing.T) {
 		"blkio/blkio.weight":                 "", // exists
 		"cpuset/cpuset.cpus":                 "", // exists
 		"memory/memory.memsw.limit_in_bytes": "",
-	} {
+	}
+	if rt.Cgroups().Version == cgroups.V2 {
+		// One hierarchy: the same limits as runc converts them.
+		files = map[string]string{
+			"memory.swap.max": "0", // swap = the limit: no swap (without swap accounting, not there)
+			"cpu.max":         "50000 100000",
+			"cpu.weight":      "20", // 512 shares
+			"memory.max":      "67108864",
+			"memory.events":   "", // exists
+			"pids.current":    "", // exists
+			"cgroup.procs":    "", // exists
+			"cpuset.cpus":     "", // exists
+		}
+	}
+	for file, want := range files {
 		dir, f := filepath.Split(file)
 		b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", dir, cg, f))
 		if err != nil {
-			if strings.Contains(file, "memsw") || strings.Contains(file, "blkio") {
-				continue // optional in some kernels
+			if strings.Contains(file, "memsw") || strings.Contains(file, "blkio") || strings.Contains(file, "swap.max") {
+				continue // optional in some kernels (swap accounting)
 			}
 			t.Errorf("%s: %v", file, err)
 			continue
@@ -188,7 +204,11 @@ func TestContainerResourcesInCgroup(t *testing.T) {
 	if err := rt.RemoveContainer(context.Background(), spec.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join("/sys/fs/cgroup/cpu", cg)); !os.IsNotExist(err) {
+	gone := filepath.Join("/sys/fs/cgroup/cpu", cg)
+	if rt.Cgroups().Version == cgroups.V2 {
+		gone = filepath.Join("/sys/fs/cgroup", cg)
+	}
+	if _, err := os.Stat(gone); !os.IsNotExist(err) {
 		t.Errorf("cgroup %s left behind: %v", cg, err)
 	}
 }
@@ -239,14 +259,19 @@ func TestContainerReadOnlyRootfsAndMounts(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(host, "hosts"), []byte("127.0.0.1 kelp-test\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The container's own memory limit, read-only, where each version has it.
+	memFile := "/sys/fs/cgroup/memory/memory.limit_in_bytes"
+	if rt.Cgroups().Version == cgroups.V2 {
+		memFile = "/sys/fs/cgroup/memory.max"
+	}
 	spec := newSpec(t, rt, "sh", "-c", `
 		echo x > /x 2>/dev/null && exit 10
 		echo y > /scratch/y || exit 11
 		grep -q kelp-test /etc/hosts || exit 12
 		echo z > /etc/hosts 2>/dev/null && exit 13
 		echo w > /data/w || exit 14
-		ls /sys/fs/cgroup/memory/memory.limit_in_bytes >/dev/null || exit 15
-		echo 1 > /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null && exit 16
+		ls `+memFile+` >/dev/null || exit 15
+		echo 1 > `+memFile+` 2>/dev/null && exit 16
 		exit 0`)
 	spec.Security.ReadOnlyRootfs = true
 	spec.Mounts = []Mount{

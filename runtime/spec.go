@@ -143,7 +143,7 @@ func (r *Runtime) specOpts(spec ContainerSpec) []oci.SpecOpts {
 		withEnv(containerEnv(img, spec.Env)),
 		oci.WithProcessCwd(cwd),
 		oci.WithCgroup(r.cgroupPath(spec)),
-		withResources(spec.Resources, r.opts.Cgroups.Version),
+		withResources(spec.Resources, r.opts.Cgroups),
 		withCgroupMount(spec.Security.Privileged),
 		withMounts(spec.Mounts),
 	}
@@ -251,7 +251,7 @@ func replaceOpt(opts []string, from, to string) []string {
 // either version: runc writes them to the container's cgroup, converting
 // for v2 (shares to cpu.weight, quota and period to cpu.max, the limit to
 // memory.max, pids to pids.max). Zero means unset.
-func withResources(res Resources, v cgroups.Version) oci.SpecOpts {
+func withResources(res Resources, host cgroups.Host) oci.SpecOpts {
 	return func(ctx context.Context, c oci.Client, ctr *containers.Container, s *oci.Spec) error {
 		if res.CPUShares > 0 {
 			if err := oci.WithCPUShares(res.CPUShares)(ctx, c, ctr, s); err != nil {
@@ -271,13 +271,14 @@ func withResources(res Resources, v cgroups.Version) oci.SpecOpts {
 			if err := oci.WithMemoryLimit(uint64(res.MemoryLimit))(ctx, c, ctr, s); err != nil {
 				return err
 			}
-			if v == cgroups.V2 {
+			if host.Version == cgroups.V2 && host.SwapLimit {
 				// On v2 swap is limited apart (memory.swap.max, unlimited
 				// by default), so a limited container could swap past its
 				// limit; swap equal to the limit is runc's "no swap"
-				// (memory.swap.max 0), as the kubelet asks CRI for. On v1
-				// memory+swap is left alone, as before: the memsw files
-				// exist only with swap accounting on.
+				// (memory.swap.max 0), as the kubelet asks CRI for (and,
+				// as CRI, only where the kernel accounts swap: runc fails
+				// otherwise). On v1 memory+swap is left alone, as before:
+				// the memsw files exist only with swap accounting on.
 				swap := res.MemoryLimit
 				s.Linux.Resources.Memory.Swap = &swap
 			}

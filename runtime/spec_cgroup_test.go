@@ -28,7 +28,7 @@ func goldenSpec(t *testing.T, v cgroups.Version, d cgroups.Driver) *specs.Spec {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Runtime{opts: Options{CgroupRoot: "/kubepods", Cgroups: cgroups.Host{Root: cgroups.DefaultRoot, Version: v, Layout: layout}}}
+	r := &Runtime{opts: Options{CgroupRoot: "/kubepods", Cgroups: cgroups.Host{Root: cgroups.DefaultRoot, Version: v, Layout: layout, SwapLimit: v == cgroups.V2}}}
 	parent := layout.Parent(layout.Pod(cgroups.Burstable, "0a1b-2c3d"))
 	spec := ContainerSpec{
 		ID:           "0a1b-2c3d-app-0",
@@ -121,6 +121,24 @@ func TestSpecGolden(t *testing.T) {
 				t.Errorf("spec differs from %s (-update rewrites it after a deliberate change):\n%s", file, got)
 			}
 		})
+	}
+}
+
+// Without swap accounting (no memory.swap.max), no swap limit: runc
+// would fail to write it.
+func TestSpecNoSwapLimitWithoutSwapAccounting(t *testing.T) {
+	l, err := cgroups.NewLayout(cgroups.Cgroupfs, "/kubepods")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Runtime{opts: Options{Cgroups: cgroups.Host{Root: cgroups.DefaultRoot, Version: cgroups.V2, Layout: l}}}
+	ctx := namespaces.WithNamespace(context.Background(), Namespace)
+	s, err := oci.GenerateSpec(ctx, nil, &containers.Container{ID: "c1"}, r.specOpts(ContainerSpec{ID: "c1", Resources: Resources{MemoryLimit: 1 << 30}})...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := s.Linux.Resources.Memory; m == nil || *m.Limit != 1<<30 || m.Swap != nil {
+		t.Errorf("memory %+v, want the limit and no swap", m)
 	}
 }
 

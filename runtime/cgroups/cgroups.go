@@ -102,6 +102,9 @@ type Host struct {
 	Root    string // the cgroup mount, DefaultRoot
 	Version Version
 	Layout  Layout
+	// SwapLimit is whether v2 cgroups have memory.swap.max (the kernel
+	// accounts swap): runc fails to set a swap limit without it.
+	SwapLimit bool
 }
 
 // Detect reads the version under root and resolves the driver (see
@@ -119,7 +122,14 @@ func Detect(root, driverFlag, systemdRunDir, cgroupRoot string) (Host, error) {
 	if err != nil {
 		return Host{}, err
 	}
-	return Host{Root: root, Version: v, Layout: l}, nil
+	return Host{Root: root, Version: v, Layout: l, SwapLimit: v == V2 && swapAccounting(root)}, nil
+}
+
+// swapAccounting: the root cgroup has no memory.swap.max of its own, so
+// any cgroup below it (systemd's init.scope, kelp's kubepods) tells.
+func swapAccounting(root string) bool {
+	m, _ := filepath.Glob(filepath.Join(root, "*", "memory.swap.max"))
+	return len(m) > 0
 }
 
 // FS is the host's cgroup files (fs.go).

@@ -271,3 +271,22 @@ func TestSliceProperties(t *testing.T) {
 		t.Errorf("unset limits %v", unset)
 	}
 }
+
+func TestDetectSwapAccounting(t *testing.T) {
+	root := fakeV2(t, "cpu memory pids")
+	none := filepath.Join(root, "none")
+	h, err := Detect(root, "cgroupfs", none, "/kubepods")
+	must(t, err)
+	if h.SwapLimit {
+		t.Error("swap accounting seen without memory.swap.max")
+	}
+	write(t, filepath.Join(root, "init.scope", "memory.swap.max"), "max\n")
+	if h, _ := Detect(root, "cgroupfs", none, "/kubepods"); !h.SwapLimit {
+		t.Error("memory.swap.max below the root not seen")
+	}
+	v1 := fakeV1(t, "memory")
+	write(t, filepath.Join(v1, "x", "memory.swap.max"), "")
+	if h, _ := Detect(v1, "cgroupfs", none, "/kubepods"); h.SwapLimit {
+		t.Error("v1 host with a v2 swap limit")
+	}
+}
