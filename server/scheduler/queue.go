@@ -90,6 +90,10 @@ type schedulingQueue struct {
 
 	schedulingCycle  int64
 	moveRequestCycle int64
+
+	// parked is signalled when a pod enters backingOff or unschedulable,
+	// so flushLoop ticks only while some pod waits there.
+	parked chan struct{}
 }
 
 func newSchedulingQueue(now func() time.Time, b Backoff) *schedulingQueue {
@@ -100,6 +104,7 @@ func newSchedulingQueue(now func() time.Time, b Backoff) *schedulingQueue {
 		backingOff:    map[string]*queuedPod{},
 		unschedulable: map[string]*queuedPod{},
 		inFlight:      map[string]*queuedPod{},
+		parked:        make(chan struct{}, 1),
 	}
 	q.cond = sync.NewCond(&q.mu)
 	return q
@@ -231,14 +236,17 @@ func (q *schedulingQueue) requeue(qp *queuedPod, unschedulable bool) {
 	qp.lastTry = q.now()
 	if unschedulable && q.moveRequestCycle < qp.popCycle {
 		q.unschedulable[qp.key] = qp
+		q.signalParkedLocked()
 		return
 	}
 	q.backingOff[qp.key] = qp
+	q.signalParkedLocked()
 }
 
 func (q *schedulingQueue) toActiveOrBackoffLocked(qp *queuedPod) {
 	if q.now().Before(q.readyAt(qp)) {
 		q.backingOff[qp.key] = qp
+		q.signalParkedLocked()
 		return
 	}
 	q.pushActiveLocked(qp)
@@ -258,7 +266,17 @@ func (q *schedulingQueue) moveAllUnschedulable() {
 
 // flush moves pods whose backoff expired to active and retries pods parked
 // too long.
-func (q *schedulingQueue) flush() {
+func (q *schedulingQueue) signalParkedLocked() {
+	select {
+	case q.parked <- struct{}{}:
+	default:
+	}
+}
+
+// flush moves the pods whose backoff is over to the active queue, and
+// the ones unschedulable for too long back to it; it reports whether any
+// pod still waits in backoff or unschedulable.
+func (q *schedulingQueue) flush() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	now := q.now()
@@ -273,6 +291,31 @@ func (q *schedulingQueue) flush() {
 			delete(q.unschedulable, key)
 			q.toActiveOrBackoffLocked(qp)
 		}
+	}
+	return len(q.backingOff) > 0 || len(q.unschedulable) > 0
+}
+
+// flushLoop flushes every interval while some pod waits in backoff or
+// unschedulable, and otherwise sleeps until one does: an idle scheduler
+// sets no timer.
+func (q *schedulingQueue) flushLoop(interval time.Duration, stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-q.parked:
+		}
+		t := time.NewTicker(interval)
+		for waiting := true; waiting; {
+			select {
+			case <-stop:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			waiting = q.flush()
+		}
+		t.Stop()
 	}
 }
 

@@ -57,7 +57,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -145,7 +144,7 @@ func (s *Scheduler) Run(ctx context.Context) {
 	if !toolscache.WaitForCacheSync(ctx.Done(), s.synced...) {
 		return
 	}
-	go wait.Until(s.queue.flush, flushInterval, ctx.Done())
+	go s.queue.flushLoop(flushInterval, ctx.Done())
 	go func() {
 		<-ctx.Done()
 		s.queue.close()

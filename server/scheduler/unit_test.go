@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -86,5 +87,60 @@ func TestQueueBackoffAndUnschedulable(t *testing.T) {
 	q.delete("default/p")
 	if a, b, u, f := q.counts(); a+b+u+f != 0 {
 		t.Fatal("delete left the pod queued")
+	}
+}
+
+// The flush loop ticks only while a pod waits in backoff or unschedulable:
+// an idle scheduler sets no timer, and a pod that backs off still gets
+// back to the active queue.
+func TestFlushLoopTicksOnlyWhilePodsWait(t *testing.T) {
+	var mu sync.Mutex
+	now, flushes := time.Unix(1000, 0), 0
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		flushes++ // each flush reads the clock (as add and requeue do, once each)
+		return now
+	}
+	q := newSchedulingQueue(clock, DefaultBackoff)
+	stop := make(chan struct{})
+	defer close(stop)
+	go q.flushLoop(time.Millisecond, stop)
+	calls := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return flushes
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := calls(); n != 0 {
+		t.Fatalf("the idle queue was flushed %d times", n)
+	}
+	q.add("default/p", makePod("p", "", ""))
+	qp := q.pop()
+	q.requeue(qp, false) // an API error: back off 1 s
+	deadline := time.Now().Add(5 * time.Second)
+	for calls() < 5 {
+		if time.Now().After(deadline) {
+			t.Fatal("a pod in backoff did not start the flush ticks")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Second)
+	mu.Unlock()
+	for {
+		if a, b, _, _ := q.counts(); a == 1 && b == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the pod never left backoff")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond) // the last flush found nothing waiting
+	settled := calls()
+	time.Sleep(50 * time.Millisecond)
+	if n := calls(); n != settled {
+		t.Errorf("the flush loop went on ticking with nothing waiting: %d more flushes", n-settled)
 	}
 }
