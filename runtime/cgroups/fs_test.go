@@ -304,7 +304,16 @@ func TestPodsRemoveOrphans(t *testing.T) {
 			for uid, q := range pods {
 				must(t, os.MkdirAll(filepath.Join(root, l.Dir(l.Pod(q, uid))), 0o755))
 			}
-			must(t, p.RemoveOrphans(map[string]bool{"keep-g": true, "keep-b": true}))
+			// A pod missing from keep whose cgroup is in use (a file
+			// stands for its processes: rmdir fails) is left running.
+			busy := filepath.Join(root, l.Dir(l.Pod(Burstable, "busy")))
+			write(t, filepath.Join(busy, "c1", "cgroup.procs"), "42\n")
+			if err := p.RemoveOrphans(map[string]bool{"keep-g": true, "keep-b": true}); err == nil {
+				t.Error("no error for the busy cgroup")
+			}
+			if _, err := os.Stat(busy); err != nil {
+				t.Errorf("busy pod cgroup removed: %v", err)
+			}
 			for uid, q := range pods {
 				_, err := os.Stat(filepath.Join(root, l.Dir(l.Pod(q, uid))))
 				if gone := errors.Is(err, os.ErrNotExist); gone != strings.HasPrefix(uid, "gone") {

@@ -116,7 +116,9 @@ func (p *Pods) apply(name []string, res Resources) error {
 
 // RemoveOrphans removes the cgroups of pods whose UID is not in keep:
 // pods deleted while kelp was down, whose containers were just removed.
-// A cgroup that still holds processes stays, as an error.
+// A cgroup that still holds processes stays, as an error: the rmdir comes
+// first, and only an emptied slice is stopped, so a pod missing from keep
+// by mistake is never killed here (stopping a slice kills what is in it).
 func (p *Pods) RemoveOrphans(keep map[string]bool) error {
 	var errs []error
 	for _, q := range []QOS{Guaranteed, Burstable, BestEffort} {
@@ -133,10 +135,13 @@ func (p *Pods) RemoveOrphans(keep map[string]bool) error {
 			if kept[name] || !strings.HasPrefix(name, prefix) || name == prefix {
 				continue
 			}
+			if err := p.FS.Remove(path.Join(qosDir, name)); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 			if p.Slices != nil {
 				errs = append(errs, p.Slices.StopSlice(name))
 			}
-			errs = append(errs, p.FS.Remove(path.Join(qosDir, name)))
 		}
 	}
 	return errors.Join(errs...)
