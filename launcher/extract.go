@@ -55,6 +55,30 @@ func corePath() (string, error) {
 	return path, nil
 }
 
+// named is the core at path under the name this program was invoked by,
+// through a symlink beside it: the kernel names a process after the path
+// it was exec'd through, so `ps` and `pkill` see "kubectl" or "kelp" as
+// invoked, not the core's file name. path itself if no link can be made.
+func named(path, argv0 string) string {
+	name := filepath.Base(argv0)
+	if name == "kelp" || name == "." || name == "/" || strings.HasPrefix(name, ".") || strings.HasPrefix(path, "/proc/") {
+		return path
+	}
+	link := filepath.Join(filepath.Dir(path), name)
+	if t, err := os.Readlink(link); err == nil && t == "kelp" {
+		return link
+	}
+	tmp := fmt.Sprintf("%s.%d.tmp", link, os.Getpid())
+	if os.Symlink("kelp", tmp) != nil {
+		return path
+	}
+	if os.Rename(tmp, link) != nil {
+		_ = os.Remove(tmp)
+		return path
+	}
+	return link
+}
+
 func parseSum(s string) (sum string, size int64, err error) {
 	f := strings.Fields(s)
 	if len(f) == 2 {

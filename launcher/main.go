@@ -13,7 +13,8 @@
 //
 // Everything else runs the core: extracted once per build into
 // <extract dir>/<sha256 prefix>/kelp and exec'd with the same arguments
-// (argv[0] kept, so a "kubectl" symlink still means kubectl), with
+// (argv[0] kept, so a "kubectl" symlink still means kubectl; through a
+// symlink of that name, so the process has it too), with
 // $KELP_LAUNCHER naming this program for the core's agent to hand to
 // containerd. Compressed, the core also keeps the download small (k3s
 // ships its binaries the same way).
@@ -58,6 +59,7 @@ func main() {
 	if self, err := os.Executable(); err == nil {
 		env = append(env, launcherEnv+"="+self)
 	}
+	core = named(core, os.Args[0])
 	err = unix.Exec(core, os.Args, env)
 	fmt.Fprintf(os.Stderr, "kelp: running %s: %v\n", core, err)
 	os.Exit(1)
