@@ -83,36 +83,69 @@ const (
 )
 
 // nodeWriters finds the node's processes by kind: the server itself, its
-// containerd (its command line names the data dir), the containerd shims,
-// and every other process running the benchmark's copy of the kelp binary
-// (the per-container log writers that the shims start, or whatever helper
-// of kelp's writes the pods' logs).
+// containerd (its command line names the data dir), the shims of that
+// containerd (theirs names its socket, under the node's run dir), and
+// every other process running the benchmark's copy of the kelp binary
+// that belongs to this node (its command line names the run or data dir,
+// or its parent is one of the node's shims or the server): the
+// per-container log writers the shims start, or whatever helper of kelp's
+// writes the pods' logs. Other benchmarks' and tests' nodes on the same
+// host are left out.
 func nodeWriters(s *server) map[int]procIO {
-	out := map[int]procIO{}
-	if p, ok := readProcIO(s.pid(), kindKelp); ok {
-		out[s.pid()] = p
+	runDir := ""
+	for i, a := range s.extraArgs {
+		if a == "--run-dir" && i+1 < len(s.extraArgs) {
+			runDir = s.extraArgs[i+1]
+		}
 	}
+	type proc struct {
+		ppid    int
+		args    []string
+		cmdline string
+	}
+	procs := map[int]proc{}
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == s.pid() {
+		if err != nil {
 			continue
 		}
-		raw, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		cmdline := string(raw)
-		args := strings.Split(cmdline, "\x00")
-		exe, _ := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
-		var kind string
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(raw) == 0 {
+			continue
+		}
+		stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		var ppid int
+		if i := strings.LastIndexByte(string(stat), ')'); i > 0 {
+			if f := strings.Fields(string(stat[i+1:])); len(f) > 1 {
+				ppid, _ = strconv.Atoi(f[1])
+			}
+		}
+		procs[pid] = proc{ppid: ppid, args: strings.Split(string(raw), "\x00"), cmdline: string(raw)}
+	}
+	ours := func(cmdline string) bool {
+		return (runDir != "" && strings.Contains(cmdline, runDir)) || strings.Contains(cmdline, s.dataDir)
+	}
+	kinds := map[int]string{s.pid(): kindKelp}
+	for pid, p := range procs {
 		switch {
-		case strings.Contains(cmdline, s.dataDir) && strings.HasSuffix(args[0], "containerd"):
-			kind = kindContainerd
-		case strings.Contains(args[0], "containerd-shim"):
-			kind = kindShims
-		case strings.HasSuffix(args[0], "kbench") || strings.HasPrefix(exe, s.bin):
-			kind = kindLogWriters
-		default:
+		case pid == s.pid():
+		case strings.HasSuffix(p.args[0], "containerd") && strings.Contains(p.cmdline, s.dataDir):
+			kinds[pid] = kindContainerd
+		case strings.Contains(p.args[0], "containerd-shim") && ours(p.cmdline):
+			kinds[pid] = kindShims
+		}
+	}
+	for pid, p := range procs {
+		if _, ok := kinds[pid]; ok || !strings.HasSuffix(p.args[0], filepath.Base(s.bin)) {
 			continue
 		}
+		if parent := kinds[p.ppid]; ours(p.cmdline) || parent == kindShims || parent == kindKelp {
+			kinds[pid] = kindLogWriters
+		}
+	}
+	out := map[int]procIO{}
+	for pid, kind := range kinds {
 		if p, ok := readProcIO(pid, kind); ok {
 			out[pid] = p
 		}
