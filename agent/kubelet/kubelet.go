@@ -314,13 +314,15 @@ func (k *Kubelet) forget(uid types.UID) {
 // relist is the pod lifecycle event generator, event-driven as upstream's
 // evented PLEG: containerd's task exit events wake their pod's worker at
 // once, and a new subscription after the stream broke (events may have
-// been missed) wakes every worker; every resyncInterval each worker looks
-// again anyway (an event dropped, volume contents, a failed step to
-// retry, anything else that drifted), and that is the safety relist: each
-// worker lists its own pod's containers. Nothing polls the runtime in
-// between (the old relist listed every container's task every second).
+// been missed) wakes every worker. Every relistTick it wakes the workers
+// whose next sync is due: a minute after a sync that went well
+// (upstream's syncFrequency), 10 s after one that failed or left a
+// container waiting (upstream's backOffPeriod). That is the safety relist
+// (each worker lists its own pod's containers) and what catches drift:
+// volume contents, an event dropped. Nothing polls the runtime in between
+// (the old relist listed every container's task every second).
 func (k *Kubelet) relist(ctx context.Context) {
-	resync := time.NewTicker(resyncInterval)
+	resync := time.NewTicker(relistTick)
 	defer resync.Stop()
 	shims := time.NewTicker(shimsInterval)
 	defer shims.Stop()
@@ -336,8 +338,14 @@ func (k *Kubelet) relist(ctx context.Context) {
 			k.kickByContainer(ctx, id)
 		case <-shims.C:
 			k.removeOrphanShims(ctx)
-		case <-resync.C:
-			k.kickAll()
+		case now := <-resync.C:
+			k.mu.Lock()
+			for _, w := range k.workers {
+				if w.syncDue(now) {
+					w.kick()
+				}
+			}
+			k.mu.Unlock()
 		}
 	}
 }
@@ -350,9 +358,19 @@ func (k *Kubelet) kickAll() {
 	}
 }
 
-// resyncInterval is how often every pod is looked at without a reason
-// (upstream's pod workers retry a failed sync after 10 s).
-const resyncInterval = 10 * time.Second
+const (
+	// syncFrequency is how often a pod whose last sync went well is looked
+	// at without a reason (upstream's --sync-frequency).
+	syncFrequency = time.Minute
+	// resyncInterval is how soon a pod whose last sync failed, or left a
+	// container waiting, is looked at again (upstream's pod workers back
+	// off 10 s after an error).
+	resyncInterval = 10 * time.Second
+)
+
+// relistTick is how often relist checks which workers are due; a variable
+// so that tests can shrink it.
+var relistTick = resyncInterval
 
 // shimsInterval is how often orphan shims are looked for after the pass
 // at start (which spares shims too young to judge, see runtime).

@@ -13,8 +13,8 @@ import (
 
 // objectTTL is how long a Secret or ConfigMap read for a pod is reused: a
 // sync of several pods (or containers) that share one reads it once, and
-// every resync (resyncInterval) reads it again, so volumes follow changes
-// within about resyncInterval.
+// every later sync (at least every syncFrequency) reads it again, so
+// volumes follow changes within about a minute, as upstream's.
 const objectTTL = resyncInterval / 2
 
 // objectCache holds the Secrets or ConfigMaps the node's pods use, each

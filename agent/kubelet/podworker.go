@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -63,6 +64,12 @@ type podWorker struct {
 	// created is when the kubelet first saw the pod: its Secrets and
 	// ConfigMaps are read fresh once after it (objects.go).
 	created time.Time
+	// retry: the last sync failed a step or left a container waiting, so
+	// the next one comes after resyncInterval rather than syncFrequency.
+	retry bool
+	// nextSync is when relist wakes the worker without a reason (Unix
+	// nanoseconds; relist reads it from its own goroutine).
+	nextSync atomic.Int64
 }
 
 type waitingState struct{ reason, message string }
@@ -118,7 +125,23 @@ func (w *podWorker) run() {
 			w.cancel()
 			return
 		}
+		w.scheduleSync(time.Now())
 	}
+}
+
+// scheduleSync sets when relist next wakes the worker, from how the sync
+// that just ended went.
+func (w *podWorker) scheduleSync(now time.Time) {
+	after := syncFrequency
+	if w.retry {
+		after = resyncInterval
+	}
+	w.nextSync.Store(now.Add(after).UnixNano())
+}
+
+// syncDue says whether relist should wake the worker at now.
+func (w *podWorker) syncDue(now time.Time) bool {
+	return now.UnixNano() >= w.nextSync.Load()
 }
 
 // instances returns the pod's containers in containerd, by container
@@ -175,6 +198,7 @@ func (w *podWorker) hook(ctx context.Context, c *corev1.Container, id string, h 
 // pod is finished with and the worker can end.
 func (w *podWorker) sync(pod *corev1.Pod, gone bool) bool {
 	ctx := w.ctx
+	w.retry = true // unless the sync gets to its end with every container running
 	if gone {
 		w.killAll(ctx, pod, 2*time.Second)
 		w.cleanup(ctx, pod)
@@ -224,6 +248,7 @@ func (w *podWorker) sync(pod *corev1.Pod, gone bool) bool {
 	inst, _ = w.instances(ctx)
 	w.probes.Sync(pod, w.podIP.String(), running(pod, inst))
 	w.postStatus(ctx, pod, inst)
+	w.retry = len(w.waiting) > 0
 	return false
 }
 

@@ -77,3 +77,63 @@ func TestRelistFollowsExitEventsWithoutPolling(t *testing.T) {
 		t.Error("a worker was woken with no event (the resync is every 10 s)")
 	}
 }
+
+// Each relist tick wakes only the workers whose next sync is due: a
+// minute after a sync that went well, 10 s after one that failed or left
+// a container waiting.
+func TestRelistWakesWorkersWhoseSyncIsDue(t *testing.T) {
+	old := relistTick
+	relistTick = 20 * time.Millisecond
+	t.Cleanup(func() { relistTick = old })
+	rt := &eventRuntime{Runtime: kubelettest.NewRuntime(), exits: make(chan string)}
+	k := New(Config{NodeName: "node-1"}, fake.NewClientset(), rt, record.NewFakeRecorder(10))
+	now := time.Now()
+	healthy := &podWorker{uid: "healthy", kickCh: make(chan struct{}, 1)}
+	healthy.scheduleSync(now)
+	failed := &podWorker{uid: "failed", kickCh: make(chan struct{}, 1), retry: true}
+	failed.scheduleSync(now.Add(-resyncInterval))
+	if healthy.syncDue(now.Add(resyncInterval)) || !healthy.syncDue(now.Add(syncFrequency)) {
+		t.Error("a healthy pod's next sync is not syncFrequency after its last")
+	}
+	if failed.syncDue(now.Add(-time.Second)) || !failed.syncDue(now) {
+		t.Error("a failed pod's next sync is not resyncInterval after its last")
+	}
+	k.workers = map[types.UID]*podWorker{"healthy": healthy, "failed": failed}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go k.relist(ctx)
+	if !kicked(failed, 2*time.Second) {
+		t.Error("the worker whose sync is due was not woken")
+	}
+	if kicked(healthy, 200*time.Millisecond) {
+		t.Error("the worker that synced well just now was woken")
+	}
+}
+
+// A sync that gets every container running schedules the next in a
+// minute; one that leaves a container waiting (an image that does not
+// pull) retries in 10 s.
+func TestSyncOutcomeSetsTheNextSync(t *testing.T) {
+	pod, bad := testPod("web", "app"), testPod("pull", "c")
+	tk := newTestKubelet(t, pod, bad)
+	w := tk.worker(t, pod)
+	tk.sync(t, w, pod)
+	if w.retry {
+		t.Fatalf("a pod whose container runs is to be retried: waiting %v", w.waiting)
+	}
+	now := time.Now()
+	w.scheduleSync(now)
+	if w.syncDue(now.Add(syncFrequency - time.Second)) {
+		t.Error("a healthy pod is due before syncFrequency")
+	}
+	tk.rt.FailPull("img-c", &runtime.PullError{Reason: "ErrImagePull", Message: "no such image"})
+	w2 := tk.worker(t, bad)
+	tk.sync(t, w2, bad)
+	if !w2.retry {
+		t.Fatal("a pod whose image does not pull is not to be retried")
+	}
+	w2.scheduleSync(now)
+	if !w2.syncDue(now.Add(resyncInterval)) {
+		t.Error("a pod left waiting is not due after resyncInterval")
+	}
+}

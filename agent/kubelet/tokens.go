@@ -24,8 +24,8 @@ const maxTokenAge = 24 * time.Hour
 // identity may ask only for pods bound to it: the Node authorizer and
 // NodeRestriction), and requested again once 80% of its lifetime has
 // passed or it is 24 hours old, whichever comes first. Volumes are
-// rewritten on every sync (resyncInterval), so a refreshed token reaches
-// the pod's file within a resync.
+// rewritten on every sync (at least every syncFrequency), so a refreshed
+// token reaches the pod's file within a minute.
 type tokenManager struct {
 	request func(ctx context.Context, namespace, name string, tr *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error)
 	now     func() time.Time
