@@ -10,6 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
 ensure_go
+# time: GNU time measures a child's peak RSS from a fork of itself (a Go
+# parent's vfork would count the parent's pages too).
+ensure_pkgs time
 
 out="${BENCH_OUT:-/tmp/kelp-bench.txt}"
 
