@@ -326,6 +326,7 @@ func (k *Kubelet) relist(ctx context.Context) {
 	defer resync.Stop()
 	shims := time.NewTicker(shimsInterval)
 	defer shims.Stop()
+	shimPasses := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -338,6 +339,9 @@ func (k *Kubelet) relist(ctx context.Context) {
 			k.kickByContainer(ctx, id)
 		case <-shims.C:
 			k.removeOrphanShims(ctx)
+			if shimPasses++; shimPasses == shimsEarlyPasses {
+				shims.Reset(shimsLaterInterval)
+			}
 		case now := <-resync.C:
 			k.mu.Lock()
 			for _, w := range k.workers {
@@ -372,9 +376,17 @@ const (
 // so that tests can shrink it.
 var relistTick = resyncInterval
 
-// shimsInterval is how often orphan shims are looked for after the pass
-// at start (which spares shims too young to judge, see runtime).
-const shimsInterval = 15 * time.Second
+// Orphan shims are left by a kelp that died between a shim's start and
+// its task's creation, so they are looked for at start, which spares
+// shims too young to judge (see runtime), then every shimsInterval for
+// shimsEarlyPasses passes (the first minute), which catches those, and
+// after that only every shimsLaterInterval: each pass reads the command
+// line of every process on the host.
+const (
+	shimsInterval      = 15 * time.Second
+	shimsEarlyPasses   = 4
+	shimsLaterInterval = 5 * time.Minute
+)
 
 func (k *Kubelet) removeOrphanShims(ctx context.Context) {
 	if _, err := k.runtime.RemoveOrphanShims(ctx); err != nil && ctx.Err() == nil {
