@@ -43,7 +43,7 @@ func (h Host) Capacity() corev1.ResourceList {
 	}
 	var fs unix.Statfs_t
 	if unix.Statfs(h.DataDir, &fs) == nil {
-		list[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(int64(fs.Blocks)*fs.Bsize, resource.BinarySI)
+		list[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(int64(fs.Blocks)*int64(fs.Bsize), resource.BinarySI)
 	}
 	return list
 }
