@@ -50,14 +50,14 @@ func Start(ctx context.Context, dir string) (*Etcd, error) {
 	cfg := embed.NewConfig()
 	cfg.Name = "kelp"
 	cfg.Dir = dir
-	// The tick is upstream's heartbeat interval, 100 ms: each tick wakes
-	// the raft loop, and at 10 ms (100 wakeups a second) ticking was a
-	// tenth of an idle server's CPU. A single member would elect itself
-	// only 1 to 5 ticks after start (etcd fast-forwards the rest of the
-	// election timeout, the shortest etcd allows, 5 ticks), so campaign
-	// asks it to campaign at once.
-	cfg.TickMs = 100
-	cfg.ElectionMs = 500
+	// k3s's embedded etcd timings, heartbeat 500 ms and election timeout
+	// 5 s: each tick wakes the raft loop, and at 10 ms (100 wakeups a
+	// second) ticking was a tenth of an idle server's CPU, while a single
+	// member has no peer to heartbeat nor a leader to lose. It would elect
+	// itself only 1 to 10 ticks after start (etcd fast-forwards the rest
+	// of the election timeout), so campaign asks it to campaign at once.
+	cfg.TickMs = 500
+	cfg.ElectionMs = 5000
 	// Clients connect in-process (v3client); the unix socket exists only
 	// because etcd insists on a client listener, and it is reachable by
 	// root alone. The single member's peer port is never dialled, but
