@@ -118,13 +118,7 @@ func waitReadyPods(ctx context.Context, b *testing.B, s *server, cs kubernetes.I
 // container.
 func BenchmarkPerContainerOverhead(b *testing.B) {
 	for range b.N {
-		s := newNode(b)
-		s.start()
-		cs := s.client()
-		ctx := ctxFor(b, 10*time.Minute)
-		waitNodeReady(ctx, b, cs)
-		createSeedPods(ctx, b, cs)
-		waitReadyPods(ctx, b, s, cs, 3)
+		s, cs, ctx := seededNode(b, 10*time.Minute)
 		time.Sleep(2 * time.Second)
 		base, baseProcs := logPSS(s)
 		b.Logf("seed app only: container-log processes %d, PSS %.0f KiB", baseProcs, float64(base)/1024)

@@ -163,6 +163,20 @@ func BenchmarkPodStartup(b *testing.B) {
 	}
 }
 
+// seededNode starts a node (newNode) and the seed app's 3 demo pods, and
+// waits until they are Ready; the context ends after timeout.
+func seededNode(b *testing.B, timeout time.Duration) (*server, kubernetes.Interface, context.Context) {
+	b.Helper()
+	s := newNode(b)
+	s.start()
+	cs := s.client()
+	ctx := ctxFor(b, timeout)
+	waitNodeReady(ctx, b, cs)
+	createSeedPods(ctx, b, cs)
+	waitReadyPods(ctx, b, s, cs, 3)
+	return s, cs, ctx
+}
+
 // createSeedPods creates the seed app's 3 demo pods.
 func createSeedPods(ctx context.Context, b *testing.B, cs kubernetes.Interface) {
 	b.Helper()
@@ -180,13 +194,7 @@ func createSeedPods(ctx context.Context, b *testing.B, cs kubernetes.Interface) 
 // the parked log writers reported apart.
 func BenchmarkNodeIdleRSS(b *testing.B) {
 	for range b.N {
-		s := newNode(b)
-		s.start()
-		cs := s.client()
-		ctx := ctxFor(b, 5*time.Minute)
-		waitNodeReady(ctx, b, cs)
-		createSeedPods(ctx, b, cs)
-		waitReadyPods(ctx, b, s, cs, 3)
+		s, _, _ := seededNode(b, 5*time.Minute)
 		time.Sleep(nodeIdleWait)
 		st, err := procStatus(s.pid(), "VmRSS", "VmHWM")
 		if err != nil {
