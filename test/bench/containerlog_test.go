@@ -22,8 +22,9 @@ import (
 // log-writing process when no daemon runs.
 const targetPerContainerKiB = 1024
 
-// Process kinds of a node, besides the kelp process itself.
+// Process kinds of a node.
 const (
+	procKelp          = "kelp"
 	procContainerd    = "containerd"
 	procShims         = "shims"
 	procLogDaemon     = "log daemon"
@@ -42,8 +43,10 @@ func (s *server) runDir() string {
 }
 
 // nodeProcs finds the node's processes other than the server, by kind:
-// its containerd (its command line names the data dir), the containerd
-// shims, and the container-log processes of its run dir.
+// its containerd (its command line names the data dir), the shims of that
+// containerd (theirs names its socket, under the node's run dir), and the
+// container-log processes of its run dir. Other benchmarks' and tests'
+// nodes on the same host are left out.
 func nodeProcs(s *server) map[int]string {
 	runDir := s.runDir()
 	out := map[int]string{}
@@ -59,7 +62,7 @@ func nodeProcs(s *server) map[int]string {
 		switch {
 		case strings.Contains(cmdline, s.dataDir) && strings.HasSuffix(args[0], "containerd"):
 			out[pid] = procContainerd
-		case strings.Contains(args[0], "containerd-shim"):
+		case strings.Contains(args[0], "containerd-shim") && strings.Contains(cmdline, runDir+"/"):
 			out[pid] = procShims
 		case strings.Contains(cmdline, "log-daemon") && strings.Contains(cmdline, runDir+"/"):
 			out[pid] = procLogDaemon

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -73,77 +72,11 @@ func readProcIO(pid int, kind string) (procIO, bool) {
 	return procIO{}, false
 }
 
-// Kinds of the node's processes that write, as BenchmarkNodeIdleRSS sorts
-// them.
-const (
-	kindKelp       = "kelp"
-	kindContainerd = "containerd"
-	kindShims      = "shims"
-	kindLogWriters = "log writers"
-)
-
-// nodeWriters finds the node's processes by kind: the server itself, its
-// containerd (its command line names the data dir), the shims of that
-// containerd (theirs names its socket, under the node's run dir), and
-// every other process running the benchmark's copy of the kelp binary
-// that belongs to this node (its command line names the run or data dir,
-// or its parent is one of the node's shims or the server): the
-// per-container log writers the shims start, or whatever helper of kelp's
-// writes the pods' logs. Other benchmarks' and tests' nodes on the same
-// host are left out.
+// nodeWriters reads the CPU time and bytes written of the server and of
+// the node's other processes (nodeProcs), by kind.
 func nodeWriters(s *server) map[int]procIO {
-	runDir := ""
-	for i, a := range s.extraArgs {
-		if a == "--run-dir" && i+1 < len(s.extraArgs) {
-			runDir = s.extraArgs[i+1]
-		}
-	}
-	type proc struct {
-		ppid    int
-		args    []string
-		cmdline string
-	}
-	procs := map[int]proc{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || len(raw) == 0 {
-			continue
-		}
-		stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		var ppid int
-		if i := strings.LastIndexByte(string(stat), ')'); i > 0 {
-			if f := strings.Fields(string(stat[i+1:])); len(f) > 1 {
-				ppid, _ = strconv.Atoi(f[1])
-			}
-		}
-		procs[pid] = proc{ppid: ppid, args: strings.Split(string(raw), "\x00"), cmdline: string(raw)}
-	}
-	ours := func(cmdline string) bool {
-		return (runDir != "" && strings.Contains(cmdline, runDir)) || strings.Contains(cmdline, s.dataDir)
-	}
-	kinds := map[int]string{s.pid(): kindKelp}
-	for pid, p := range procs {
-		switch {
-		case pid == s.pid():
-		case strings.HasSuffix(p.args[0], "containerd") && strings.Contains(p.cmdline, s.dataDir):
-			kinds[pid] = kindContainerd
-		case strings.Contains(p.args[0], "containerd-shim") && ours(p.cmdline):
-			kinds[pid] = kindShims
-		}
-	}
-	for pid, p := range procs {
-		if _, ok := kinds[pid]; ok || !strings.HasSuffix(p.args[0], filepath.Base(s.bin)) {
-			continue
-		}
-		if parent := kinds[p.ppid]; ours(p.cmdline) || parent == kindShims || parent == kindKelp {
-			kinds[pid] = kindLogWriters
-		}
-	}
+	kinds := nodeProcs(s)
+	kinds[s.pid()] = procKelp
 	out := map[int]procIO{}
 	for pid, kind := range kinds {
 		if p, ok := readProcIO(pid, kind); ok {
@@ -299,11 +232,11 @@ func BenchmarkNodeIdle(b *testing.B) {
 		for _, v := range u.bytes {
 			all += v
 		}
-		cpuPct := 100 * u.cpu[kindKelp] / elapsed.Seconds()
+		cpuPct := 100 * u.cpu[procKelp] / elapsed.Seconds()
 		b.ReportMetric(0, "ns/op")
 		b.ReportMetric(cpuPct, "kelp-cpu-%")
-		b.ReportMetric(mb(u.bytes[kindKelp]), "kelp-MB/h")
-		b.ReportMetric(mb(u.bytes[kindContainerd]), "containerd-MB/h")
+		b.ReportMetric(mb(u.bytes[procKelp]), "kelp-MB/h")
+		b.ReportMetric(mb(u.bytes[procContainerd]), "containerd-MB/h")
 		b.ReportMetric(mb(all), "all-MB/h")
 		b.ReportMetric(perHour(float64(rev1-rev0)), "etcd-writes/h")
 		b.ReportMetric(busy.machine, "machine-cores")
