@@ -49,7 +49,7 @@ func corePath() (string, error) {
 	}
 	if err := extract(path, sum, size); err != nil {
 		fmt.Fprintf(os.Stderr, "kelp: cannot extract to %s (%v); running from memory\n", path, err)
-		return extractMemory(sum)
+		return extractMemory(sum, size)
 	}
 	prune(root, sum[:16])
 	return path, nil
@@ -152,13 +152,12 @@ func decompress(w io.Writer, sum string, size int64) error {
 
 // extractMemory puts the core in a memfd and returns its /proc path:
 // slower at every start, but needs no writable directory.
-func extractMemory(sum string) (string, error) {
+func extractMemory(sum string, size int64) (string, error) {
 	fd, err := unix.MemfdCreate("kelp", 0)
 	if err != nil {
 		return "", err
 	}
 	f := os.NewFile(uintptr(fd), "kelp")
-	_, size, _ := parseSum(payloadSum)
 	if err := decompress(f, sum, size); err != nil {
 		return "", err
 	}

@@ -33,10 +33,6 @@ import (
 // kelpVersion is set at link time by scripts/build.sh, as the core's.
 var kelpVersion = "dev"
 
-// launcherEnv is runtime.LauncherEnv (not imported: package runtime
-// links containerd's client).
-const launcherEnv = "KELP_LAUNCHER"
-
 func main() {
 	args := os.Args[1:]
 	if containerlog.IsInvocation(args) {
@@ -57,7 +53,7 @@ func main() {
 	}
 	env := os.Environ()
 	if self, err := os.Executable(); err == nil {
-		env = append(env, launcherEnv+"="+self)
+		env = append(env, containerlog.LauncherEnv+"="+self)
 	}
 	core = named(core, os.Args[0])
 	err = unix.Exec(core, os.Args, env)

@@ -86,7 +86,7 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 		opts.LogRoot = "/var/log/pods"
 	}
 	if opts.LoggerBinary == "" {
-		opts.LoggerBinary = os.Getenv(LauncherEnv)
+		opts.LoggerBinary = os.Getenv(containerlog.LauncherEnv)
 	}
 	if opts.LoggerBinary == "" {
 		exe, err := os.Executable()
@@ -113,10 +113,6 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	r.client = client
 	return r, nil
 }
-
-// LauncherEnv names the variable through which kelp's launcher tells the
-// full kelp it runs where the launcher itself is.
-const LauncherEnv = "KELP_LAUNCHER"
 
 // LogSocket is where the log daemon of the node whose runtime state is
 // in stateDir (Options.StateDir) listens.

@@ -32,6 +32,11 @@ import (
 // the shim's SIGTERM. With no daemon answering, the writer copies the
 // output itself, as a whole process per container.
 
+// LauncherEnv names the variable through which kelp's launcher tells the
+// full kelp it runs where the launcher itself is: the logging binary the
+// runtime hands to containerd. Here because both link this package.
+const LauncherEnv = "KELP_LAUNCHER"
+
 const (
 	cmdWriter = "container-logger"
 	cmdDaemon = "log-daemon"
