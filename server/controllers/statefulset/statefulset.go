@@ -194,6 +194,11 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return fmt.Errorf("statefulset %s: revisions: %w", key, err)
 	}
+	// Read the expectations before the pods, as the Job and ReplicaSet
+	// controllers do: a deletion observed between the two would otherwise
+	// satisfy them while the listed pods still hold the deleted one, and
+	// this sync would delete it again.
+	act := c.expectations.Satisfied(key) && set.DeletionTimestamp == nil
 	pods, err := c.claimPods(ctx, set, sel)
 	if err != nil {
 		return err
@@ -202,7 +207,6 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return fmt.Errorf("statefulset %s: revisions: %w", key, err)
 	}
-	act := c.expectations.Satisfied(key) && set.DeletionTimestamp == nil
 	status, err := c.update(ctx, key, set, cur, upd, pods, act)
 	var errs []error
 	if err != nil {
