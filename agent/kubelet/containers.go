@@ -113,13 +113,7 @@ func (w *podWorker) containerSpec(ctx context.Context, pod *corev1.Pod, c *corev
 	if err != nil {
 		return runtime.ContainerSpec{}, fmt.Errorf("pod cgroup: %w", err)
 	}
-	hostname := pod.Name
-	if pod.Spec.Hostname != "" {
-		hostname = pod.Spec.Hostname
-	}
-	if pod.Spec.HostNetwork {
-		hostname, _ = os.Hostname()
-	}
+	hostname := k.utsHostname(pod)
 	labels := map[string]string{
 		labelPodUID: string(pod.UID), labelPodName: pod.Name, labelPodNamespace: pod.Namespace,
 		labelContainerName: c.Name, labelAttempt: strconv.Itoa(n),

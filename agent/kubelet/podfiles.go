@@ -17,15 +17,8 @@ func (k *Kubelet) writePodFiles(pod *corev1.Pod) error {
 	if err := os.MkdirAll(filepath.Join(dir, "containers"), 0o750); err != nil {
 		return err
 	}
-	hostname := pod.Name
-	if pod.Spec.Hostname != "" {
-		hostname = pod.Spec.Hostname
-	}
-	if pod.Spec.HostNetwork {
-		hostname, _ = os.Hostname()
-	}
 	files := map[string]string{
-		"hostname":    hostname + "\n",
+		"hostname":    k.utsHostname(pod) + "\n",
 		"resolv.conf": k.resolvConf(pod),
 	}
 	if pod.Spec.HostNetwork {
@@ -49,10 +42,7 @@ func (k *Kubelet) writeHosts(pod *corev1.Pod, ip string) error {
 	if pod.Spec.HostNetwork {
 		return nil
 	}
-	hostname := pod.Name
-	if pod.Spec.Hostname != "" {
-		hostname = pod.Spec.Hostname
-	}
+	hostname := podHostname(pod)
 	var b strings.Builder
 	b.WriteString("# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n" +
 		"fe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n")
@@ -151,4 +141,34 @@ func (k *Kubelet) removePodFiles(uid types.UID) {
 	dir := k.podDir(uid)
 	unmountVolumes(dir)
 	_ = os.RemoveAll(dir)
+}
+
+// podHostname is the pod's own host name, as upstream's kubelet makes it:
+// spec.hostname or the pod's name, cut to 63 characters (a label; a longer
+// name fails sethostname in the runtime) without a trailing '-' or '.'.
+func podHostname(pod *corev1.Pod) string {
+	hostname := pod.Name
+	if pod.Spec.Hostname != "" {
+		hostname = pod.Spec.Hostname
+	}
+	const maxLabel = 63
+	if len(hostname) > maxLabel {
+		hostname = strings.TrimRight(hostname[:maxLabel], "-.")
+	}
+	return hostname
+}
+
+// utsHostname is what the pod's containers see as their host name: the
+// node's with hostNetwork, else podHostname, or its FQDN under
+// setHostnameAsFQDN when the pod has a subdomain (upstream's kubelet).
+func (k *Kubelet) utsHostname(pod *corev1.Pod) string {
+	if pod.Spec.HostNetwork {
+		name, _ := os.Hostname()
+		return name
+	}
+	hostname := podHostname(pod)
+	if pod.Spec.SetHostnameAsFQDN != nil && *pod.Spec.SetHostnameAsFQDN && pod.Spec.Subdomain != "" {
+		hostname = fmt.Sprintf("%s.%s.%s.svc.%s", hostname, pod.Spec.Subdomain, pod.Namespace, k.cfg.ClusterDomain)
+	}
+	return hostname
 }
