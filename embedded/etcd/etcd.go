@@ -7,7 +7,9 @@ package etcd
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"expvar"
 	"fmt"
 	"net"
 	"net/url"
@@ -161,16 +163,43 @@ func freePort() (int, error) {
 // messages from). Raft ignores it when there is nothing to do (a leader,
 // configuration changes still to apply), and the timeout elects the member
 // anyway, so this only ever saves time.
+//
+// Not before raft has applied every committed entry: a MsgHup makes raft
+// scan the unapplied entries for configuration changes, and on a restart
+// raft starts with applied 0 over a log whose beginning is compacted away,
+// a scan that panics (the timeout's own MsgHup comes seconds later, when
+// the entries are applied).
 func campaign(ctx context.Context, s *etcdserver.EtcdServer) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	to, from := uint64(s.MemberID()), raft.LocalAppendThread
 	for ctx.Err() == nil && s.Leader() == 0 {
-		_ = s.Process(ctx, &raftpb.Message{Type: raftpb.MessageType_MsgHup.Enum(), To: &to, From: &from})
+		if caughtUp() {
+			_ = s.Process(ctx, &raftpb.Message{Type: raftpb.MessageType_MsgHup.Enum(), To: &to, From: &from})
+		}
 		select {
 		case <-ctx.Done():
 		case <-s.LeaderChangedNotify():
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// caughtUp reports whether raft has applied every entry it knows committed,
+// from the raft status etcd publishes (expvar "raft.status", the only
+// public reading of it; etcd points it at the node it started last, which
+// in a kelp process is this one).
+func caughtUp() bool {
+	v := expvar.Get("raft.status")
+	if v == nil {
+		return false
+	}
+	var st struct {
+		Commit  uint64 `json:"commit"`
+		Applied uint64 `json:"applied"`
+	}
+	if err := json.Unmarshal([]byte(v.String()), &st); err != nil {
+		return false
+	}
+	return st.Applied >= st.Commit
 }
