@@ -11,9 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// Discovery is served in the legacy form: clients ask for aggregated
-// discovery but fall back, by the response Content-Type, to fetching each
-// group-version (see docs/api-compat.md).
+// The legacy discovery documents: /api, /apis, each group and each
+// group-version. /api and /apis also answer the aggregated form
+// (aggregateddiscovery.go), built from the same entries.
 
 func (s *Server) addresses() []metav1.ServerAddressByClientCIDR {
 	return []metav1.ServerAddressByClientCIDR{{ClientCIDR: "0.0.0.0/0",
@@ -27,12 +27,24 @@ func (s *Server) serveAPIVersions(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func (s *Server) apiGroup(name string) *metav1.APIGroup {
-	var g *metav1.APIGroup
+// versionsOf lists a group's served versions, the preferred one first:
+// the order in which the table first served them.
+func (s *Server) versionsOf(group string) []schema.GroupVersion {
+	var out []schema.GroupVersion
 	for _, gv := range s.groupVersions {
-		if gv.Group != name || name == "" {
-			continue
+		if gv.Group == group {
+			out = append(out, gv)
 		}
+	}
+	return out
+}
+
+func (s *Server) apiGroup(name string) *metav1.APIGroup {
+	if name == "" {
+		return nil
+	}
+	var g *metav1.APIGroup
+	for _, gv := range s.versionsOf(name) {
 		gvd := metav1.GroupVersionForDiscovery{GroupVersion: gv.String(), Version: gv.Version}
 		if g == nil {
 			g = &metav1.APIGroup{TypeMeta: metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}, Name: name, PreferredVersion: gvd}

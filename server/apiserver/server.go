@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -93,6 +94,8 @@ type Server struct {
 	resources            map[schema.GroupVersionResource]*served
 	byGroup              map[string][]*served // "group/version" -> resources
 	groupVersions        []schema.GroupVersion
+	discoveryMu          sync.Mutex // serializes resourcesChanged
+	discovery            atomic.Pointer[discoveryDocs]
 	openapi              http.Handler
 	services             *allocator.Services
 	compactor            *storage.Compactor
@@ -181,6 +184,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		byType[reflect.TypeOf(r.New())] = r
 	}
 	s.openapi = openapi.New(specs)
+	s.resourcesChanged()
 	// Server-side apply defaults what it merges with the kind's own rules.
 	s.fields = apply.New(func(obj runtime.Object) {
 		if r, ok := byType[reflect.TypeOf(obj)]; ok {
@@ -273,7 +277,8 @@ func (s *Server) RewriteStored(ctx context.Context, match func(schema.GroupResou
 // Compactor exposes etcd compaction (tests and benchmarks trigger it).
 func (s *Server) Compactor() *storage.Compactor { return s.compactor }
 
-// serve adds a resource to routing and discovery.
+// serve adds a resource to routing and discovery; resourcesChanged then
+// rebuilds the aggregated discovery documents.
 func (s *Server) serve(sv *served) {
 	s.resources[sv.GVR] = sv
 	gv := sv.GVR.GroupVersion()
@@ -350,9 +355,13 @@ func (s *Server) serveNonResource(w http.ResponseWriter, r *http.Request, info r
 	case p == "/version" || p == "/version/":
 		s.serveVersion(w, r)
 	case p == "/api" || p == "/api/":
-		s.serveAPIVersions(w, r)
+		if !s.serveAggregated(w, r, true) {
+			s.serveAPIVersions(w, r)
+		}
 	case p == "/apis" || p == "/apis/":
-		s.serveAPIGroupList(w, r)
+		if !s.serveAggregated(w, r, false) {
+			s.serveAPIGroupList(w, r)
+		}
 	case p == "/api/v1" || p == "/api/v1/":
 		s.serveResourceList(w, r, "v1")
 	case strings.HasPrefix(p, "/apis/"):
