@@ -151,11 +151,7 @@ func (s *Store) getRaw(ctx context.Context, key string) (runtime.Object, int64, 
 		return nil, 0, stored{}, apierrors.NewNotFound(s.gr, nameFromKey(key))
 	}
 	kv := resp.Kvs[0]
-	plain, stale, err := s.fromStorage(ctx, kv.Value, key)
-	if err != nil {
-		return nil, 0, stored{}, err
-	}
-	obj, err := s.codec.decode(plain, s.newFunc(), kv.ModRevision)
+	obj, plain, stale, err := s.decodeStored(ctx, kv.Value, key, kv.ModRevision)
 	return obj, kv.ModRevision, stored{plain: plain, stale: stale}, err
 }
 
@@ -346,7 +342,7 @@ func (s *Store) listEtcd(ctx context.Context, o ListOptions, rv int64) (*ListRes
 				break
 			}
 			lastKey = string(kv.Key)
-			obj, _, err := s.decodeStored(ctx, kv.Value, lastKey, kv.ModRevision)
+			obj, _, _, err := s.decodeStored(ctx, kv.Value, lastKey, kv.ModRevision)
 			if err != nil {
 				if apierrors.IsInternalError(err) {
 					return nil, err

@@ -47,14 +47,20 @@ func (s *Store) toStorage(ctx context.Context, data []byte, key string) ([]byte,
 	return out, nil
 }
 
-// decodeStored untransforms and decodes one stored value.
-func (s *Store) decodeStored(ctx context.Context, data []byte, key string, rev int64) (obj runtime.Object, stale bool, err error) {
-	plain, stale, err := s.fromStorage(ctx, data, key)
+// decodeStored untransforms and decodes one stored value. A value that
+// does not decode is a 500 naming the object, as one that does not
+// decrypt: with the wrong key, AES-CBC yields garbage with valid padding
+// about once in 256 tries, and that garbage only fails here.
+func (s *Store) decodeStored(ctx context.Context, data []byte, key string, rev int64) (obj runtime.Object, plain []byte, stale bool, err error) {
+	plain, stale, err = s.fromStorage(ctx, data, key)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	obj, err = s.codec.decode(plain, s.newFunc(), rev)
-	return obj, stale, err
+	if err != nil {
+		return nil, nil, false, apierrors.NewInternalError(fmt.Errorf("%s %q: %w", s.gr.String(), nameFromKey(key), err))
+	}
+	return obj, plain, stale, nil
 }
 
 // Rewrite writes every object of the resource again through Update, so

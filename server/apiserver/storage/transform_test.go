@@ -317,4 +317,12 @@ func TestUndecryptableValueIsANamed500(t *testing.T) {
 	if _, err := s.Get(ctx, s.Key("ns", "junk")); !apierrors.IsInternalError(err) {
 		t.Errorf("junk: %v", err)
 	}
+	// A value that decrypts, but to garbage (a wrong AES-CBC key whose
+	// output happens to end in valid padding), is named as well.
+	if _, err := e.Client.Put(ctx, s.Key("ns", "garbled"), "x2:not a protobuf value"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, s.Key("ns", "garbled")); !apierrors.IsInternalError(err) || !strings.Contains(err.Error(), `secrets "garbled"`) {
+		t.Errorf("garbled: %v, want a 500 naming the Secret", err)
+	}
 }

@@ -91,7 +91,7 @@ func (c *watchCache) relist(ctx context.Context) error {
 	}
 	objects := make(map[string]runtime.Object, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		obj, _, err := c.s.decodeStored(ctx, kv.Value, string(kv.Key), kv.ModRevision)
+		obj, _, _, err := c.s.decodeStored(ctx, kv.Value, string(kv.Key), kv.ModRevision)
 		if err != nil {
 			logrus.WithError(err).Warnf("watch cache: skipping undecodable %s", kv.Key)
 			continue
@@ -173,7 +173,7 @@ func (c *watchCache) apply(ev *clientv3.Event) {
 	ce := cacheEvent{key: key, rv: rev}
 	var err error
 	if ev.PrevKv != nil {
-		ce.prev, _, err = c.s.decodeStored(c.wctx, ev.PrevKv.Value, key, ev.PrevKv.ModRevision)
+		ce.prev, _, _, err = c.s.decodeStored(c.wctx, ev.PrevKv.Value, key, ev.PrevKv.ModRevision)
 		if err != nil {
 			logrus.WithError(err).Warnf("watch cache: bad previous value of %s", key)
 		}
@@ -187,7 +187,7 @@ func (c *watchCache) apply(ev *clientv3.Event) {
 		ce.obj = ce.prev.DeepCopyObject()
 		_ = setRV(ce.obj, rev)
 	default:
-		ce.obj, _, err = c.s.decodeStored(c.wctx, ev.Kv.Value, key, rev)
+		ce.obj, _, _, err = c.s.decodeStored(c.wctx, ev.Kv.Value, key, rev)
 		if err != nil {
 			logrus.WithError(err).Warnf("watch cache: bad value of %s", key)
 			return
