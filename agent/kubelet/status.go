@@ -222,9 +222,9 @@ func (w *podWorker) containerStatus(pod *corev1.Pod, c *corev1.Container, inst [
 			cs.Image = c.Image
 		}
 		cs.ImageID = last.Labels[labelImageID]
-		cs.State = w.state(pod, c.Name, *last)
+		cs.State = w.state(pod, c, *last)
 		if len(inst) > 1 {
-			cs.LastTerminationState = w.state(pod, c.Name, inst[len(inst)-2])
+			cs.LastTerminationState = w.state(pod, c, inst[len(inst)-2])
 		}
 		if last.State == runtime.StateRunning {
 			started := w.probes.Started(last.ID)
@@ -264,7 +264,7 @@ func podCondition(st *corev1.PodStatus, typ corev1.PodConditionType) bool {
 	return false
 }
 
-func (w *podWorker) state(pod *corev1.Pod, name string, c runtime.ContainerStatus) corev1.ContainerState {
+func (w *podWorker) state(pod *corev1.Pod, spec *corev1.Container, c runtime.ContainerStatus) corev1.ContainerState {
 	switch c.State {
 	case runtime.StateRunning:
 		return corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(c.StartedAt)}}
@@ -277,7 +277,7 @@ func (w *podWorker) state(pod *corev1.Pod, name string, c runtime.ContainerStatu
 			}
 		}
 		return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-			ExitCode: c.ExitCode, Reason: reason, Message: w.k.terminationMessage(pod, name),
+			ExitCode: c.ExitCode, Reason: reason, Message: w.k.terminationMessage(pod, spec, c),
 			StartedAt: metav1.NewTime(c.StartedAt), FinishedAt: metav1.NewTime(c.FinishedAt),
 			ContainerID: "containerd://" + c.ID,
 		}}

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/kelp-project/kelp/runtime"
+	"github.com/kelp-project/kelp/runtime/containerlog"
 )
 
 // volumeDir is where a pod volume's content lives on the node.
@@ -465,15 +466,19 @@ func (k *Kubelet) containerMounts(pod *corev1.Pod, c *corev1.Container) ([]runti
 	return out, nil
 }
 
-// terminationMessage reads what the container wrote to its termination
-// log (at most 4 KiB, as upstream).
-func (k *Kubelet) terminationMessage(pod *corev1.Pod, name string) string {
-	b, err := os.ReadFile(filepath.Join(k.podDir(pod.UID), "containers", name, "termination-log"))
-	if err != nil {
-		return ""
-	}
+// terminationMessage is a terminated container's message, as upstream's
+// kubelet makes it: what it wrote to its termination log (at most 4 KiB),
+// or, under FallbackToLogsOnError when it wrote nothing and failed, the
+// last 80 lines of its log, at most 2 KiB.
+func (k *Kubelet) terminationMessage(pod *corev1.Pod, spec *corev1.Container, c runtime.ContainerStatus) string {
+	b, _ := os.ReadFile(filepath.Join(k.podDir(pod.UID), "containers", spec.Name, "termination-log"))
 	if len(b) > 4096 {
 		b = b[:4096]
+	}
+	if len(b) == 0 && c.ExitCode != 0 {
+		if spec.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
+			return containerlog.Tail(k.logPath(pod, spec.Name, attempt(c)), 80, 2048)
+		}
 	}
 	return string(b)
 }

@@ -172,3 +172,79 @@ spec:
 		t.Errorf("logs --previous: %q", out)
 	}
 }
+
+// A terminated container's message is what it wrote to its termination
+// log, or under FallbackToLogsOnError, when it failed without writing one,
+// the tail of its log (as upstream's kubelet; conformance checks both). A
+// pod named longer than a host name may be runs with its name cut to 63
+// characters as its host name.
+func TestTerminationMessagesAndLongNames(t *testing.T) {
+	c := startCluster(t)
+	long := strings.Repeat("a", 62) + "-long-pod-name"
+	c.apply(t, `apiVersion: v1
+kind: Pod
+metadata: {name: file}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: app
+    image: busybox:1.35
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "echo -n from the file > /dev/termination-log; echo noise"]
+    terminationMessagePolicy: FallbackToLogsOnError
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: fallback}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: app
+    image: busybox:1.35
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "echo first; echo last words; exit 3"]
+    terminationMessagePolicy: FallbackToLogsOnError
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: succeeded}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: app
+    image: busybox:1.35
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "echo fine"]
+    terminationMessagePolicy: FallbackToLogsOnError
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: `+long+`}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: app
+    image: busybox:1.35
+    imagePullPolicy: IfNotPresent
+    command: ["hostname"]
+`)
+	want := map[string]string{"file": "from the file", "fallback": "first\nlast words\n", "succeeded": ""}
+	for _, name := range []string{"file", "fallback", "succeeded", long} {
+		var term *corev1.ContainerStateTerminated
+		c.waitFor(90*time.Second, name+" terminated", func() bool {
+			if cs := containerStatus(c.pod(name), "app"); cs != nil {
+				term = cs.State.Terminated
+			}
+			return term != nil
+		})
+		if msg, ok := want[name]; ok && term.Message != msg {
+			t.Errorf("%s: termination message %q, want %q", name, term.Message, msg)
+		}
+	}
+	if got := strings.TrimSpace(c.mustKubectl("logs", long)); got != strings.Repeat("a", 62) {
+		t.Errorf("host name of %s: %q, want its first 63 characters less the trailing '-'", long, got)
+	}
+	if p := c.pod(long); p.Status.Phase != corev1.PodSucceeded {
+		t.Errorf("%s: phase %s, want Succeeded", long, p.Status.Phase)
+	}
+}

@@ -10,33 +10,8 @@ import (
 	"time"
 
 	"github.com/kelp-project/kelp/runtime"
+	"github.com/kelp-project/kelp/runtime/containerlog"
 )
-
-// criLine is one line of a CRI-format log file:
-// "<RFC3339Nano> <stdout|stderr> <F|P> <content>".
-type criLine struct {
-	ts      time.Time
-	stderr  bool
-	partial bool
-	content []byte
-}
-
-func parseCRILine(b []byte) (criLine, bool) {
-	b = bytes.TrimSuffix(b, []byte("\n"))
-	f := bytes.SplitN(b, []byte(" "), 4)
-	if len(f) < 3 {
-		return criLine{}, false
-	}
-	ts, err := time.Parse(time.RFC3339Nano, string(f[0]))
-	if err != nil {
-		return criLine{}, false
-	}
-	l := criLine{ts: ts, stderr: string(f[1]) == "stderr", partial: string(f[2]) == "P"}
-	if len(f) == 4 {
-		l.content = f[3]
-	}
-	return l, true
-}
 
 // nextLine reads the next complete line of a CRI log file. A line still
 // being written is left unread (the reader is rewound to its start), so a
@@ -106,25 +81,25 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 	// got its newline (a P line, printf's output) is shown too, and a
 	// timestamp, if asked, starts each whole line.
 	midLine := false
-	write := func(l criLine) bool {
-		if !o.since.IsZero() && l.ts.Before(o.since) {
+	write := func(l containerlog.Line) bool {
+		if !o.since.IsZero() && l.Time.Before(o.since) {
 			return true
 		}
 		var b []byte
 		if o.timestamps && !midLine {
-			b = append(b, l.ts.Format(time.RFC3339Nano)+" "...)
+			b = append(b, l.Time.Format(time.RFC3339Nano)+" "...)
 		}
-		b = append(b, l.content...)
-		if midLine = l.partial; !midLine {
+		b = append(b, l.Content...)
+		if midLine = l.Partial; !midLine {
 			b = append(b, '\n')
 		}
 		return out.write(b)
 	}
 	// The existing content, with tailLines applied.
 	br := bufio.NewReader(f)
-	var lines []criLine
+	var lines []containerlog.Line
 	for b, ok := nextLine(f, br); ok; b, ok = nextLine(f, br) {
-		if l, ok := parseCRILine(b); ok {
+		if l, ok := containerlog.ParseLine(b); ok {
 			lines = append(lines, l)
 		}
 	}
@@ -133,7 +108,7 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 		start := len(lines)
 		for start > 0 && int64(full) < o.tail+1 {
 			start--
-			if !lines[start].partial {
+			if !lines[start].Partial {
 				full++
 			}
 		}
@@ -157,7 +132,7 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 	// lines are out) or the client goes away.
 	for {
 		if b, ok := nextLine(f, br); ok {
-			if l, ok := parseCRILine(b); ok && !write(l) {
+			if l, ok := containerlog.ParseLine(b); ok && !write(l) {
 				return
 			}
 			continue
@@ -170,7 +145,7 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 			time.Sleep(200 * time.Millisecond) // the logger's last writes
 			rest, _ := io.ReadAll(br)
 			for _, line := range bytes.SplitAfter(rest, []byte("\n")) {
-				if l, ok := parseCRILine(line); ok && !write(l) {
+				if l, ok := containerlog.ParseLine(line); ok && !write(l) {
 					return
 				}
 			}
@@ -254,13 +229,13 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 	br := bufio.NewReader(f)
 	for {
 		if b, ok := nextLine(f, br); ok {
-			if l, ok := parseCRILine(b); ok {
+			if l, ok := containerlog.ParseLine(b); ok {
 				out := streams[1]
-				if l.stderr {
+				if l.Stderr {
 					out = streams[2]
 				}
-				line := l.content
-				if !l.partial {
+				line := l.Content
+				if !l.Partial {
 					line = append(line, '\n')
 				}
 				if _, err := out.Write(line); err != nil {
