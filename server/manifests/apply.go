@@ -44,6 +44,20 @@ func (d *Deployer) apply(ctx context.Context, name, hash string, data []byte, re
 		r = d.normalize(r)
 		oldByKey[r.key()] = r
 	}
+	// An object another manifest created and this one now holds (moved
+	// from one file to another) is still one kelp created.
+	for n, other := range d.records {
+		if n == name {
+			continue
+		}
+		for _, r := range other.Objects {
+			if r = d.normalize(r); r.Created {
+				if _, ok := oldByKey[r.key()]; !ok {
+					oldByKey[r.key()] = r
+				}
+			}
+		}
+	}
 	var applied []ref
 	var errs []string
 	keep := map[string]bool{}
@@ -204,6 +218,12 @@ func (d *Deployer) applyObject(ctx context.Context, o *unstructured.Unstructured
 		}
 	}
 	_, err = ri.Apply(ctx, r.Name, o, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	if apierrors.IsNotFound(err) && !d.mapperReset {
+		// Its namespace may be missing, or its kind gone with its CRD
+		// while discovery still names it: the retry asks discovery anew.
+		d.mapperReset = true
+		d.mapper.Reset()
+	}
 	return r, err
 }
 
