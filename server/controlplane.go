@@ -11,7 +11,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kelp-project/kelp/config"
-	"github.com/kelp-project/kelp/netplane/dns"
 	"github.com/kelp-project/kelp/server/controllers"
 	"github.com/kelp-project/kelp/server/controllers/clusterroleaggregation"
 	"github.com/kelp-project/kelp/server/controllers/cronjob"
@@ -114,7 +113,6 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 		go persistentvolume.New(t.Client, t.Informer, t.Recorder("persistentvolume-controller")).Run(ctx)
 		go pvcprotection.New(t.Client, t.Informer).Run(ctx, 1)
 		go pvprotection.New(t.Client, t.Informer).Run(ctx, 1)
-		go dns.EnsureService(ctx, t.Client, cfg.ClusterDNS)
 		return nil
 	})
 	run("kube-scheduler", sched, func(ctx context.Context, t *controllers.Toolkit) error {
@@ -149,6 +147,7 @@ func startManifests(ctx context.Context, cfg Config, serverDir string, ca *pki.C
 // manifestVars are the values of the packaged manifests' placeholders.
 func manifestVars(cfg Config) map[string]string {
 	return map[string]string{
+		"CLUSTER_DNS":              cfg.ClusterDNS,
 		"LOCAL_PATH_STORAGE_CLASS": config.LocalPathStorageClass,
 		"LOCAL_PATH_PROVISIONER":   config.LocalPathProvisioner,
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -14,6 +15,7 @@ import (
 )
 
 var testVars = map[string]string{
+	"CLUSTER_DNS":              "10.43.0.10",
 	"LOCAL_PATH_STORAGE_CLASS": config.LocalPathStorageClass,
 	"LOCAL_PATH_PROVISIONER":   config.LocalPathProvisioner,
 }
@@ -36,6 +38,34 @@ func TestLocalStorage(t *testing.T) {
 		sc.Annotations["storageclass.kubernetes.io/is-default-class"] != "true" ||
 		*sc.VolumeBindingMode != storagev1.VolumeBindingWaitForFirstConsumer || string(*sc.ReclaimPolicy) != "Delete" {
 		t.Errorf("local-storage: %+v", sc)
+	}
+}
+
+// coredns.yaml is the Service the server used to ensure: selector-less
+// (each agent publishes its node's EndpointSlice), at the cluster DNS
+// address, node-local.
+func TestCoreDNS(t *testing.T) {
+	data, err := renderPackaged("coredns", testVars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := Decode(data)
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("coredns.yaml: %d objects, %v", len(objs), err)
+	}
+	var svc corev1.Service
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(objs[0].Object, &svc); err != nil {
+		t.Fatal(err)
+	}
+	if svc.Namespace != "kube-system" || svc.Name != "kube-dns" || svc.Spec.ClusterIP != "10.43.0.10" || svc.Spec.Selector != nil ||
+		svc.Spec.InternalTrafficPolicy == nil || *svc.Spec.InternalTrafficPolicy != corev1.ServiceInternalTrafficPolicyLocal ||
+		len(svc.Spec.Ports) != 2 || svc.Labels["k8s-app"] != "kube-dns" {
+		t.Errorf("kube-dns: %+v", svc)
+	}
+	for i, proto := range []corev1.Protocol{corev1.ProtocolUDP, corev1.ProtocolTCP} {
+		if p := svc.Spec.Ports[i]; p.Port != 53 || p.TargetPort.IntValue() != 53 || p.Protocol != proto {
+			t.Errorf("port %d: %+v", i, p)
+		}
 	}
 }
 

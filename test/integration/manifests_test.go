@@ -57,6 +57,16 @@ func TestManifests(t *testing.T) {
 		}
 	})
 
+	t.Run("the packaged kube-dns Service is at --cluster-dns", func(t *testing.T) {
+		svc, err := cs.CoreV1().Services("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if svc.Spec.ClusterIP != config.ClusterDNS || len(svc.Spec.Ports) != 2 || svc.Spec.Selector != nil {
+			t.Errorf("kube-dns: %+v", svc.Spec)
+		}
+	})
+
 	t.Run("a new file appears within 2s, an edit is applied, a removal deletes", func(t *testing.T) {
 		start := time.Now()
 		write("app.yaml", `apiVersion: v1
@@ -178,6 +188,21 @@ items:
 		}
 	})
 
+	t.Run("a renamed file keeps its objects, and removing it deletes them", func(t *testing.T) {
+		write("before.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: moving}\n")
+		waitWithin(t, 2*time.Second, "before.yaml", exists("default", "moving"))
+		cm, _ := configMap("default", "moving")
+		if err := os.Rename(filepath.Join(dir, "before.yaml"), filepath.Join(dir, "after.yml")); err != nil {
+			t.Fatal(err)
+		}
+		waitWithin(t, 2*time.Second, "the old name's record removed", gone("kube-system", "kelp-manifest-before.yaml"))
+		if now, err := configMap("default", "moving"); err != nil || now.UID != cm.UID {
+			t.Fatalf("the object did not survive the rename: %v", err)
+		}
+		os.Remove(filepath.Join(dir, "after.yml"))
+		waitWithin(t, 2*time.Second, "the object deleted with the renamed file", gone("default", "moving"))
+	})
+
 	t.Run("a file removed while kelp is down is pruned at start", func(t *testing.T) {
 		write("down.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: down}\n")
 		waitWithin(t, 2*time.Second, "down.yaml", exists("default", "down"))
@@ -194,9 +219,10 @@ items:
 }
 
 // --disable local-storage: no class on a new cluster, and the one an
-// earlier start applied is deleted.
+// earlier start applied is deleted. --disable coredns: no kube-dns
+// Service.
 func TestManifestsDisable(t *testing.T) {
-	srv := startServer(t, "--disable", "local-storage")
+	srv := startServer(t, "--disable", "local-storage", "--disable", "coredns")
 	ctx := ctxT(t)
 	list, err := srv.client().StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -204,6 +230,9 @@ func TestManifestsDisable(t *testing.T) {
 	}
 	if len(list.Items) != 0 {
 		t.Errorf("--disable local-storage: StorageClasses %v", list.Items)
+	}
+	if _, err := srv.client().CoreV1().Services("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("--disable coredns: kube-dns Service: %v", err)
 	}
 	path := filepath.Join(srv.dataDir, "server", "manifests", "local-storage.yaml")
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
