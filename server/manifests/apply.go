@@ -61,8 +61,12 @@ func (d *Deployer) apply(ctx context.Context, name, hash string, data []byte, re
 	var applied []ref
 	var errs []string
 	keep := map[string]bool{}
+	// A packaged file's objects are kelp's even when an earlier kelp made
+	// them before the file existed (local-path at bootstrap, kube-dns by
+	// the controller manager), so disabling it deletes them.
+	packaged := IsPackaged(name)
 	for _, o := range objs {
-		r, err := d.applyObject(ctx, o, oldByKey, d.isPackaged(name))
+		r, err := d.applyObject(ctx, o, oldByKey, packaged)
 		if !keep[r.key()] {
 			// Recorded even when refused: it is in the file, so it is
 			// not to be pruned, and a later success keeps its Created.

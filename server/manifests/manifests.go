@@ -298,9 +298,3 @@ func (d *Deployer) syncFile(ctx context.Context, name string) {
 	d.attempted[name] = hash
 	d.retryLater(name, d.apply(ctx, name, hash, data, rec))
 }
-
-// isPackaged tells whether name is one of kelp's own files, whose objects
-// are kelp's even when an earlier kelp created them before the file
-// existed (the local-path class used to be made at bootstrap): disabling
-// it deletes them.
-func (d *Deployer) isPackaged(name string) bool { return IsPackaged(name) }
