@@ -97,7 +97,10 @@ func Start(ctx context.Context, rc *rest.Config, dir string) (wait func(), err e
 		stopEvents()
 		return nil, err
 	}
-	d.sync(ctx)
+	// At start every file is applied, changed or not, as k3s does: what
+	// was changed or deleted in the cluster while kelp was down is put
+	// back.
+	d.sync(ctx, true)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -187,7 +190,7 @@ func (d *Deployer) run(ctx context.Context, w *watcher) {
 		case <-w.C:
 		default:
 		}
-		d.sync(ctx)
+		d.sync(ctx, false)
 	}
 }
 
@@ -231,10 +234,10 @@ func skipped(dir, file string) bool {
 }
 
 // sync is one pass over the directory: each manifest whose content
-// changed (or whose retry is due) is applied, and the records of files
+// changed (or whose retry is due; or every one, with all) is applied, and the records of files
 // gone are pruned and removed. A skipped file is left entirely alone,
 // applied objects included, as on k3s.
-func (d *Deployer) sync(ctx context.Context) {
+func (d *Deployer) sync(ctx context.Context, all bool) {
 	d.mapperReset = false
 	entries, err := os.ReadDir(d.dir)
 	if err != nil {
@@ -258,7 +261,7 @@ func (d *Deployer) sync(ctx context.Context) {
 			delete(d.retries, name)
 			continue
 		}
-		d.syncFile(ctx, name)
+		d.syncFile(ctx, name, all)
 	}
 	gone := []string{}
 	for name := range d.records {
@@ -273,8 +276,8 @@ func (d *Deployer) sync(ctx context.Context) {
 }
 
 // syncFile applies one file if its content changed since it was last
-// tried, or if its retry is due.
-func (d *Deployer) syncFile(ctx context.Context, name string) {
+// tried, if its retry is due, or if always.
+func (d *Deployer) syncFile(ctx context.Context, name string, always bool) {
 	data, err := os.ReadFile(filepath.Join(d.dir, name))
 	if err != nil {
 		// Removed since the directory was read: the next pass (the
@@ -289,7 +292,7 @@ func (d *Deployer) syncFile(ctx context.Context, name string) {
 	switch {
 	case retrying && d.attempted[name] == hash && time.Now().Before(r.at):
 		return // its retry is not due yet
-	case !retrying && (d.attempted[name] == hash || (rec != nil && rec.SHA256 == hash)):
+	case !always && !retrying && (d.attempted[name] == hash || (rec != nil && rec.SHA256 == hash)):
 		return // applied already, or refused for good and unchanged
 	}
 	if d.attempted[name] != hash {
