@@ -229,36 +229,32 @@ func (r *Runtime) WatchImageDir(ctx context.Context, dir string) {
 		delete(imported, r)
 		importedMu.Unlock()
 	}()
-	importAll := func() {
-		if err := r.ImportDir(ctx, dir); err != nil && ctx.Err() == nil {
-			logrus.Errorf("images: %s: %v", dir, err)
-		}
-	}
+	// One loop for both ways: nil channels never fire.
+	var changed, lost <-chan struct{}
+	var tick <-chan time.Time
 	w, err := dirwatch.New(dir)
 	if err != nil {
 		logrus.Warnf("images: %v; looking at %s every %s instead", err, dir, imageDirInterval)
 		t := time.NewTicker(imageDirInterval)
 		defer t.Stop()
-		for {
-			importAll()
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
+		tick = t.C
+	} else {
+		defer w.Close()
+		changed, lost = w.C, w.Lost
 	}
-	defer w.Close()
 	for {
-		importAll()
+		if err := r.ImportDir(ctx, dir); err != nil && ctx.Err() == nil {
+			logrus.Errorf("images: %s: %v", dir, err)
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-w.Lost:
+		case <-lost:
 			if err := w.Rewatch(); err != nil {
 				logrus.Errorf("images: watching %s again: %v", dir, err)
 			}
-		case <-w.C:
+		case <-changed:
+		case <-tick:
 		}
 	}
 }
