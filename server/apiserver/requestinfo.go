@@ -49,6 +49,11 @@ func parseRequest(r *http.Request) requestInfo {
 	}
 	if len(parts) > 2 {
 		info.Subresource = strings.Join(parts[2:], "/")
+		// What follows /proxy is the path on the proxied-to server, not
+		// part of the subresource (upstream's RequestInfo: Parts).
+		if parts[2] == "proxy" {
+			info.Subresource = "proxy"
+		}
 	}
 	q := r.URL.Query()
 	switch r.Method {

@@ -51,3 +51,21 @@ func TestParseRequestFieldSelector(t *testing.T) {
 		})
 	}
 }
+
+// The path after pods/<name>/proxy is the proxied-to path: the
+// subresource the authorizers see is "proxy", as upstream's.
+func TestParseRequestProxy(t *testing.T) {
+	for _, tc := range []struct {
+		method, target, verb, name, sub string
+	}{
+		{"GET", "/api/v1/namespaces/default/pods/web:8080/proxy/data.json", "get", "web:8080", "proxy"},
+		{"POST", "/api/v1/namespaces/default/pods/web/proxy/a/b/", "create", "web", "proxy"},
+		{"GET", "/api/v1/namespaces/default/pods/web/proxy", "get", "web", "proxy"},
+		{"GET", "/api/v1/namespaces/default/pods/web/log", "get", "web", "log"},
+	} {
+		info := parseRequest(httptest.NewRequest(tc.method, tc.target, nil))
+		if info.Verb != tc.verb || info.Name != tc.name || info.Subresource != tc.sub {
+			t.Errorf("%s %s: verb %q name %q subresource %q", tc.method, tc.target, info.Verb, info.Name, info.Subresource)
+		}
+	}
+}

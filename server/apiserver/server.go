@@ -102,6 +102,8 @@ type Server struct {
 	ready                sync.Map // check name -> error
 	kubeletOnce          sync.Once
 	kubeletRT            http.RoundTripper
+	podOnce              sync.Once
+	podRT                http.RoundTripper // pods/proxy
 	fields               *apply.Manager
 	admission            *admission.Chain
 	stores               map[schema.GroupResource]*storage.Store // each stored resource once

@@ -54,6 +54,8 @@ func (s *Server) serveSubresource(w http.ResponseWriter, r *http.Request, info r
 		s.bind(w, r, info, sv)
 	case registry.KubeletSubresource:
 		s.proxyToKubelet(w, r, info, sv)
+	case registry.PodProxySubresource:
+		s.proxyToPod(w, r, info, sv)
 	case registry.TokenSubresource:
 		s.createToken(w, r, info)
 	case registry.EvictionSubresource:

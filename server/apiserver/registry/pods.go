@@ -31,6 +31,7 @@ func pods() *Resource {
 			{Name: "exec", Verbs: []string{"create", "get"}, GVK: gvk("PodExecOptions"), Kind: KubeletSubresource},
 			{Name: "attach", Verbs: []string{"create", "get"}, GVK: gvk("PodAttachOptions"), Kind: KubeletSubresource},
 			{Name: "portforward", Verbs: []string{"create", "get"}, GVK: gvk("PodPortForwardOptions"), Kind: KubeletSubresource},
+			{Name: "proxy", Verbs: []string{"create", "delete", "get", "patch", "update"}, GVK: gvk("PodProxyOptions"), Kind: PodProxySubresource},
 		},
 		Strategy: Strategy{
 			Default:              defaulter(defaults.Pod),

@@ -158,6 +158,9 @@ const (
 	// (pods/eviction): a delete of the object that the disruption budgets
 	// covering it must allow.
 	EvictionSubresource
+	// PodProxySubresource is proxied by the API server to the pod's IP
+	// (pods/proxy); the path after /proxy is the path there.
+	PodProxySubresource
 )
 
 // Subresource is one subresource of a kind, as discovery lists it.
