@@ -10,6 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
@@ -100,6 +101,11 @@ func decodeInto(w http.ResponseWriter, r *http.Request, data []byte, mt string, 
 	case mediaYAML, "application/x-yaml", "text/yaml":
 		dec = strictYAML
 	case mediaProtobuf:
+		// Custom objects have no protobuf form: upstream's CRD handler
+		// refuses protobuf bodies too.
+		if _, ok := into.(*unstructured.Unstructured); ok {
+			return unsupportedMediaType(mt)
+		}
 		dec = protoSerializer
 	default:
 		return unsupportedMediaType(mt)
