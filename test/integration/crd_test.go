@@ -321,6 +321,32 @@ func TestCRDLifecycle(t *testing.T) {
 	if n, _, _ := unstructured.NestedInt64(got.Object, "spec", "size"); n != 8 {
 		t.Errorf("after kubectl apply: spec.size %d", n)
 	}
+	// Server-side apply: create, then an update that records the manager.
+	ssa := "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w4\n  namespace: default\nspec:\n  size: 2\n"
+	for _, m := range []string{ssa, strings.Replace(ssa, "size: 2", "size: 6", 1)} {
+		if out, err := s.kubectlIn(m, nil, "apply", "--server-side", "-f", "-"); err != nil {
+			t.Fatalf("kubectl apply --server-side: %v\n%s", err, out)
+		}
+	}
+	got, err = widgets.Get(ctx, "w4", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _, _ := unstructured.NestedInt64(got.Object, "spec", "size"); n != 6 {
+		t.Errorf("after server-side apply: spec.size %d", n)
+	}
+	applied := false
+	for _, mf := range got.GetManagedFields() {
+		applied = applied || (mf.Manager == "kubectl" && mf.Operation == metav1.ManagedFieldsOperationApply)
+	}
+	if !applied {
+		t.Errorf("managedFields after server-side apply: %+v", got.GetManagedFields())
+	}
+	// Another manager changing an applied field conflicts.
+	_, err = widgets.Apply(ctx, "w4", widget("w4", map[string]interface{}{"size": int64(1)}), metav1.ApplyOptions{FieldManager: "other"})
+	if !apierrors.IsConflict(err) {
+		t.Errorf("conflicting apply: %v, want 409", err)
+	}
 	if out := s.mustKubectl("get", "all", "-n", "default"); !strings.Contains(out, "widget.example.com/w3") {
 		t.Errorf("kubectl get all (category all):\n%s", out)
 	}

@@ -53,6 +53,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured/unstructuredscheme"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -113,6 +114,16 @@ func (m *Manager) fieldManager(gvk schema.GroupVersionKind, subresource string) 
 	if c, ok := m.managers.Load(key); ok {
 		return c.(cached).fm, c.(cached).err
 	}
+	if !scheme.Scheme.Recognizes(gvk) {
+		// A custom resource: client-go's schema does not describe it, so
+		// fields are deduced from the objects themselves (maps merge,
+		// lists are atomic), as upstream does for a CRD whose schema it
+		// cannot turn into apply models.
+		fm, err := managedfields.NewDefaultFieldManager(managedfields.NewDeducedTypeConverter(), unstructuredConvertor{},
+			m.defaulter, unstructuredscheme.NewUnstructuredCreator(), gvk, gvk.GroupVersion(), subresource, nil)
+		actual, _ := m.managers.LoadOrStore(key, cached{fm: fm, err: err})
+		return actual.(cached).fm, actual.(cached).err
+	}
 	empty, err := newEmpty(gvk)
 	if err != nil {
 		return nil, err // not registered: not cached, callers are buggy
@@ -134,6 +145,11 @@ func (m *Manager) fieldManager(gvk schema.GroupVersionKind, subresource string) 
 // newEmpty returns a zero object of gvk with its TypeMeta set (so the
 // convertor's no-copy path applies to it).
 func newEmpty(gvk schema.GroupVersionKind) (runtime.Object, error) {
+	if !scheme.Scheme.Recognizes(gvk) {
+		u := &unstructured.Unstructured{Object: map[string]interface{}{}}
+		u.SetGroupVersionKind(gvk)
+		return u, nil
+	}
 	obj, err := scheme.Scheme.New(gvk)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"sync"
@@ -96,4 +97,33 @@ func crossVersion(in runtime.Object, target runtime.GroupVersioner) bool {
 	gvk := in.GetObjectKind().GroupVersionKind()
 	want, ok := target.KindForGroupVersionKinds([]schema.GroupVersionKind{gvk})
 	return !ok || want != gvk
+}
+
+// unstructuredConvertor serves the field manager of a custom resource:
+// its objects are all of one version when the field manager sees them
+// (conversion None), so converting is setting the kind's apiVersion.
+type unstructuredConvertor struct{}
+
+var _ runtime.ObjectConvertor = unstructuredConvertor{}
+
+func (unstructuredConvertor) Convert(in, out, context interface{}) error {
+	return fmt.Errorf("converting %T to %T is not supported", in, out)
+}
+
+func (unstructuredConvertor) ConvertFieldLabel(gvk schema.GroupVersionKind, label, value string) (string, string, error) {
+	return label, value, nil
+}
+
+func (unstructuredConvertor) ConvertToVersion(in runtime.Object, target runtime.GroupVersioner) (runtime.Object, error) {
+	gvk := in.GetObjectKind().GroupVersionKind()
+	want, ok := target.KindForGroupVersionKinds([]schema.GroupVersionKind{gvk})
+	if !ok {
+		return nil, runtime.NewNotRegisteredErrForTarget("kelp", reflect.TypeOf(in), target)
+	}
+	if want == gvk {
+		return in, nil
+	}
+	out := in.DeepCopyObject()
+	out.GetObjectKind().SetGroupVersionKind(want)
+	return out, nil
 }
