@@ -38,6 +38,7 @@ type crdServing struct {
 }
 
 type crdServed struct {
+	crd         *apiextensionsv1.CustomResourceDefinition
 	uid         types.UID
 	fingerprint string // what the served resources were built from
 	gvrs        []schema.GroupVersionResource
@@ -136,7 +137,7 @@ func (c *crdServing) serve(crd *apiextensionsv1.CustomResourceDefinition, old *c
 	gr := resources[0].GroupResource()
 	storageGVK := schema.GroupVersionKind{Group: crd.Spec.Group, Version: storageVersion, Kind: crd.Status.AcceptedNames.Kind}
 	storeKey := fmt.Sprintf("%s/%s/%s/%s", crd.UID, gr, storageGVK, crd.Spec.Scope)
-	next := &crdServed{uid: crd.UID, fingerprint: fingerprint, storeKey: storeKey}
+	next := &crdServed{crd: crd, uid: crd.UID, fingerprint: fingerprint, storeKey: storeKey}
 	if old != nil && old.storeKey == storeKey {
 		next.store = old.store
 	} else {
@@ -194,7 +195,27 @@ func (c *crdServing) serve(crd *apiextensionsv1.CustomResourceDefinition, old *c
 		old.store.Stop()
 	}
 	c.served[crd.Name] = next
+	c.openapiChanged(oldGVRs, next.gvrs)
 	return nil
+}
+
+// openapiChanged rebuilds the OpenAPI documents of the group-versions a
+// change touched.
+func (c *crdServing) openapiChanged(lists ...[]schema.GroupVersionResource) {
+	gvs := map[schema.GroupVersion]bool{}
+	for _, l := range lists {
+		for _, gvr := range l {
+			gvs[gvr.GroupVersion()] = true
+		}
+	}
+	if len(gvs) == 0 {
+		return
+	}
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for _, sv := range c.served {
+		crds = append(crds, sv.crd)
+	}
+	c.s.crdOpenAPI.update(gvs, crds)
 }
 
 // remove stops serving a CRD's resources; its objects stay in etcd (the
@@ -213,6 +234,7 @@ func (c *crdServing) remove(name string) {
 		return nil
 	})
 	old.store.Stop()
+	c.openapiChanged(old.gvrs)
 }
 
 // establish sets the Established condition through the CRD's storage,

@@ -85,6 +85,9 @@ func applyPatch(w http.ResponseWriter, r *http.Request, sv *served, pt types.Pat
 	if err := decodeInto(w, r, patched, mediaJSON, sv.GVK(), obj); err != nil {
 		return nil, err
 	}
+	if err := unknownCustomFields(w, r, sv, obj); err != nil {
+		return nil, err
+	}
 	return obj, nil
 }
 

@@ -96,6 +96,7 @@ type Server struct {
 	tbl         atomic.Pointer[servedTable]
 	tableMu     sync.Mutex
 	crds        *crdServing // the custom resources served from CRDs (crdserving.go)
+	crdOpenAPI  crdOpenAPI  // their /openapi/v3 documents (crdopenapi.go)
 	discoveryMu sync.Mutex  // serializes resourcesChanged
 	discovery   atomic.Pointer[discoveryDocs]
 	openapi     http.Handler
@@ -365,7 +366,9 @@ func (s *Server) serveNonResource(w http.ResponseWriter, r *http.Request, info r
 		}
 		s.writeError(w, r, apierrors.NewNotFound(schema.GroupResource{}, ""))
 	case strings.HasPrefix(p, "/openapi/"):
-		s.openapi.ServeHTTP(w, r)
+		if !s.crdOpenAPI.serve(w, r, s.openapi) {
+			s.openapi.ServeHTTP(w, r)
+		}
 	case p == auth.OpenIDConfigPath || p == auth.JWKSPath:
 		s.serveIssuerDiscovery(w, r)
 	default:

@@ -201,6 +201,11 @@ func TestCRDLifecycle(t *testing.T) {
 	if size, _, _ := unstructured.NestedInt64(created.Object, "spec", "size"); size != 3 {
 		t.Errorf("spec.size = %d, want the default 3", size)
 	}
+	// fieldValidation=Strict refuses what Warn (the default) prunes.
+	_, err = widgets.Create(ctx, widget("strict", map[string]interface{}{"bogus": 1}), metav1.CreateOptions{FieldValidation: "Strict"})
+	if !apierrors.IsBadRequest(err) || !strings.Contains(err.Error(), `unknown field "spec.bogus"`) {
+		t.Errorf("strict create with an unknown field: %v", err)
+	}
 	if created.GetGeneration() != 1 || created.GetUID() == "" {
 		t.Errorf("metadata: generation %d uid %q", created.GetGeneration(), created.GetUID())
 	}
@@ -298,6 +303,9 @@ func TestCRDLifecycle(t *testing.T) {
 	out := s.mustKubectl("get", "wd", "-n", "default")
 	if !strings.Contains(out, "SIZE") || !strings.Contains(out, "COLOR") || !strings.Contains(out, "blue") {
 		t.Errorf("kubectl get wd:\n%s", out)
+	}
+	if out := s.mustKubectl("explain", "widgets.spec"); !strings.Contains(out, "size") || !strings.Contains(out, "<integer>") {
+		t.Errorf("kubectl explain widgets.spec:\n%s", out)
 	}
 	s.mustKubectl("scale", "widget/w1", "-n", "default", "--replicas=5")
 	got, err := widgets.Get(ctx, "w1", metav1.GetOptions{})

@@ -35,6 +35,11 @@ type Custom struct {
 	StorageVersion string
 	// Terminating: the CRD is being deleted, and new objects are refused.
 	Terminating bool
+	// Prune drops the fields the schema does not declare from a decoded
+	// object and names them ("spec.bogus"), for the request's
+	// fieldValidation: custom objects decode without a Go type that
+	// would reject them.
+	Prune func(obj runtime.Object) []string
 }
 
 // CustomResources returns the resources a CRD serves, one per served
@@ -161,7 +166,16 @@ func customResource(crd *apiextensionsv1.CustomResourceDefinition, v apiextensio
 			return table.ConvertToTable(context.Background(), obj, nil)
 		},
 		Custom: &Custom{CRD: crd.Name, UID: crd.UID, StorageVersion: storageVersion,
-			Terminating: apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Terminating)},
+			Terminating: apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Terminating),
+			Prune: func(obj runtime.Object) []string {
+				u, ok := obj.(*unstructured.Unstructured)
+				if !ok || structural == nil || preserve {
+					return nil
+				}
+				return structuralpruning.PruneWithOptions(u.Object, structural, true,
+					structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
+			},
+		},
 		Strategy: Strategy{
 			Default: func(obj runtime.Object) {
 				u, ok := obj.(*unstructured.Unstructured)
