@@ -467,3 +467,68 @@ func TestCRDServedTableConcurrency(t *testing.T) {
 	}
 
 }
+
+// TestCRDRestartScopeAndBuiltins: CRDs and their objects are served again
+// after a restart; cluster-scoped custom resources work; a CRD cannot take
+// a built-in resource's place; webhook conversion, which kelp lacks, is
+// refused rather than served as None.
+func TestCRDRestartScopeAndBuiltins(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxT(t)
+	crd := widgetCRD()
+	crd.Name = "gadgets.example.com"
+	crd.Spec.Scope = apiextensionsv1.ClusterScoped
+	crd.Spec.Names = apiextensionsv1.CustomResourceDefinitionNames{Plural: "gadgets", Kind: "Gadget"}
+	createEstablished(t, s, crd)
+	gadgets := s.dynamic().Resource(schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gadgets"})
+	g := widget("g1", map[string]interface{}{"size": int64(2)})
+	g.SetKind("Gadget")
+	if _, err := gadgets.Create(ctx, g, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create cluster-scoped: %v", err)
+	}
+
+	// A CRD naming storageclasses.storage.k8s.io: the built-in stays what
+	// is served.
+	shadow := widgetCRD()
+	shadow.Name = "storageclasses.storage.k8s.io"
+	shadow.Annotations = map[string]string{"api-approved.kubernetes.io": "https://github.com/kubernetes/enhancements/pull/1111"}
+	shadow.Spec.Group = "storage.k8s.io"
+	shadow.Spec.Scope = apiextensionsv1.ClusterScoped
+	shadow.Spec.Names = apiextensionsv1.CustomResourceDefinitionNames{Plural: "storageclasses", Kind: "StorageClass"}
+	shadow.Spec.Versions = shadow.Spec.Versions[:1]
+	if _, err := s.crdClient().ApiextensionsV1().CustomResourceDefinitions().Create(ctx, shadow, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the shadowing CRD: %v", err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if _, err := s.client().StorageV1().StorageClasses().Get(ctx, "local-path", metav1.GetOptions{}); err != nil {
+		t.Errorf("built-in storageclasses after a CRD named them: %v", err)
+	}
+
+	webhook := widgetCRD()
+	webhook.Name = "hooks.example.com"
+	webhook.Spec.Names = apiextensionsv1.CustomResourceDefinitionNames{Plural: "hooks", Kind: "Hook"}
+	webhook.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter,
+		Webhook: &apiextensionsv1.WebhookConversion{ConversionReviewVersions: []string{"v1"},
+			ClientConfig: &apiextensionsv1.WebhookClientConfig{URL: ptr.To("https://example.com/convert")}}}
+	_, err := s.crdClient().ApiextensionsV1().CustomResourceDefinitions().Create(ctx, webhook, metav1.CreateOptions{})
+	if causes := invalidCauses(t, err); len(causes) != 1 || causes[0].Field != "spec.conversion.strategy" {
+		t.Errorf("webhook conversion: %+v", causes)
+	}
+
+	s.restart()
+	gadgets = s.dynamic().Resource(schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gadgets"})
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, err := gadgets.Get(ctx, "g1", metav1.GetOptions{})
+		if err == nil {
+			if size, _, _ := unstructured.NestedInt64(got.Object, "spec", "size"); size != 2 || got.GetNamespace() != "" {
+				t.Errorf("after restart: size %d namespace %q", size, got.GetNamespace())
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gadget g1 after restart: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -20,7 +20,18 @@ func CustomResourceDefinition(crd *apiextensionsv1.CustomResourceDefinition) fie
 	if errs != nil {
 		return errs
 	}
-	return crdvalidation.ValidateCustomResourceDefinition(context.Background(), in)
+	return append(crdvalidation.ValidateCustomResourceDefinition(context.Background(), in), conversionStrategy(crd)...)
+}
+
+// conversionStrategy refuses webhook conversion, which kelp does not
+// implement: serving such a CRD's versions as if they were None would hand
+// clients objects their webhook never converted.
+func conversionStrategy(crd *apiextensionsv1.CustomResourceDefinition) field.ErrorList {
+	if c := crd.Spec.Conversion; c != nil && c.Strategy == apiextensionsv1.WebhookConverter {
+		return field.ErrorList{field.NotSupported(field.NewPath("spec", "conversion", "strategy"), c.Strategy,
+			[]string{string(apiextensionsv1.NoneConverter)})}
+	}
+	return nil
 }
 
 func CustomResourceDefinitionUpdate(crd, old *apiextensionsv1.CustomResourceDefinition) field.ErrorList {
@@ -32,7 +43,7 @@ func CustomResourceDefinitionUpdate(crd, old *apiextensionsv1.CustomResourceDefi
 	if errs != nil {
 		return errs
 	}
-	return crdvalidation.ValidateCustomResourceDefinitionUpdate(context.Background(), in, oldIn)
+	return append(crdvalidation.ValidateCustomResourceDefinitionUpdate(context.Background(), in, oldIn), conversionStrategy(crd)...)
 }
 
 func CustomResourceDefinitionStatusUpdate(crd, old *apiextensionsv1.CustomResourceDefinition) field.ErrorList {
