@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha512"
 	"encoding/json"
 	"fmt"
@@ -16,7 +17,6 @@ import (
 	"github.com/sirupsen/logrus"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/kube-openapi/pkg/spec3"
 )
 
@@ -26,10 +26,21 @@ import (
 // the documents of one group-version are merged, and the /openapi/v3 index
 // lists them with their hashes. kubectl explain reads them, and kubectl's
 // validation finds there that the server validates custom objects itself.
+//
+// Documents are rebuilt by one goroutine (run) from the CRDs that changed
+// since it last looked, so that serving a CRD never waits for them and a
+// burst of CRDs in one group-version costs one merge, not one per CRD.
 type crdOpenAPI struct {
 	mu    sync.RWMutex
 	docs  map[string]openapiDoc // "apis/<group>/<version>" -> document
 	built time.Time
+
+	pendingMu sync.Mutex
+	pending   map[string]*apiextensionsv1.CustomResourceDefinition // by name; nil: gone
+	wake      chan struct{}
+
+	// specs is run's own: each CRD's documents by group-version key.
+	specs map[string]map[string]*spec3.OpenAPI
 }
 
 type openapiDoc struct {
@@ -37,18 +48,45 @@ type openapiDoc struct {
 	hash string
 }
 
-// update rebuilds the documents of the given group-versions from the CRDs
-// that serve them now (none: the document goes).
-func (o *crdOpenAPI) update(gvs map[schema.GroupVersion]bool, crds []*apiextensionsv1.CustomResourceDefinition) {
-	next := map[string]openapiDoc{}
-	for gv := range gvs {
-		var specs []*spec3.OpenAPI
-		for _, crd := range crds {
-			if crd.Spec.Group != gv.Group {
+func newCRDOpenAPI() *crdOpenAPI {
+	return &crdOpenAPI{docs: map[string]openapiDoc{}, pending: map[string]*apiextensionsv1.CustomResourceDefinition{},
+		wake: make(chan struct{}, 1), specs: map[string]map[string]*spec3.OpenAPI{}}
+}
+
+// changed records that a CRD is served as crd now (nil: no longer).
+func (o *crdOpenAPI) changed(name string, crd *apiextensionsv1.CustomResourceDefinition) {
+	o.pendingMu.Lock()
+	o.pending[name] = crd
+	o.pendingMu.Unlock()
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (o *crdOpenAPI) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-o.wake:
+		}
+		o.pendingMu.Lock()
+		pending := o.pending
+		o.pending = map[string]*apiextensionsv1.CustomResourceDefinition{}
+		o.pendingMu.Unlock()
+		dirty := map[string]bool{}
+		for name, crd := range pending {
+			for key := range o.specs[name] {
+				dirty[key] = true
+			}
+			delete(o.specs, name)
+			if crd == nil {
 				continue
 			}
+			specs := map[string]*spec3.OpenAPI{}
 			for _, v := range crd.Spec.Versions {
-				if v.Name != gv.Version || !v.Served {
+				if !v.Served {
 					continue
 				}
 				spec, err := builder.BuildOpenAPIV3(crd, v.Name, builder.Options{V2: false, IncludeSelectableFields: true})
@@ -56,31 +94,44 @@ func (o *crdOpenAPI) update(gvs map[schema.GroupVersion]bool, crds []*apiextensi
 					logrus.WithError(err).Warnf("CRD %s: OpenAPI for %s", crd.Name, v.Name)
 					continue
 				}
+				key := "apis/" + crd.Spec.Group + "/" + v.Name
+				specs[key] = spec
+				dirty[key] = true
+			}
+			o.specs[name] = specs
+		}
+		o.rebuild(dirty)
+	}
+}
+
+// rebuild merges the documents of the given group-versions.
+func (o *crdOpenAPI) rebuild(keys map[string]bool) {
+	next := map[string]openapiDoc{}
+	for key := range keys {
+		var specs []*spec3.OpenAPI
+		for _, byKey := range o.specs {
+			if spec, ok := byKey[key]; ok {
 				specs = append(specs, spec)
 			}
 		}
-		key := "apis/" + gv.Group + "/" + gv.Version
 		if len(specs) == 0 {
 			next[key] = openapiDoc{}
 			continue
 		}
 		merged, err := builder.MergeSpecsV3(specs...)
 		if err != nil {
-			logrus.WithError(err).Warnf("OpenAPI for %s", gv)
+			logrus.WithError(err).Warnf("OpenAPI for %s", key)
 			continue
 		}
 		data, err := json.Marshal(merged)
 		if err != nil {
-			logrus.WithError(err).Warnf("OpenAPI for %s", gv)
+			logrus.WithError(err).Warnf("OpenAPI for %s", key)
 			continue
 		}
 		next[key] = openapiDoc{data: data, hash: fmt.Sprintf("%X", sha512.Sum512(data))}
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.docs == nil {
-		o.docs = map[string]openapiDoc{}
-	}
 	for k, d := range next {
 		if d.data == nil {
 			delete(o.docs, k)

@@ -38,7 +38,6 @@ type crdServing struct {
 }
 
 type crdServed struct {
-	crd         *apiextensionsv1.CustomResourceDefinition
 	uid         types.UID
 	fingerprint string // what the served resources were built from
 	gvrs        []schema.GroupVersionResource
@@ -48,6 +47,8 @@ type crdServed struct {
 
 func (s *Server) startCRDServing(ctx context.Context) {
 	s.crds = &crdServing{s: s, ctx: ctx, served: map[string]*crdServed{}}
+	s.crdOpenAPI = newCRDOpenAPI()
+	go s.crdOpenAPI.run(ctx)
 	go s.crds.run(ctx)
 }
 
@@ -137,7 +138,7 @@ func (c *crdServing) serve(crd *apiextensionsv1.CustomResourceDefinition, old *c
 	gr := resources[0].GroupResource()
 	storageGVK := schema.GroupVersionKind{Group: crd.Spec.Group, Version: storageVersion, Kind: crd.Status.AcceptedNames.Kind}
 	storeKey := fmt.Sprintf("%s/%s/%s/%s", crd.UID, gr, storageGVK, crd.Spec.Scope)
-	next := &crdServed{crd: crd, uid: crd.UID, fingerprint: fingerprint, storeKey: storeKey}
+	next := &crdServed{uid: crd.UID, fingerprint: fingerprint, storeKey: storeKey}
 	if old != nil && old.storeKey == storeKey {
 		next.store = old.store
 	} else {
@@ -195,27 +196,8 @@ func (c *crdServing) serve(crd *apiextensionsv1.CustomResourceDefinition, old *c
 		old.store.Stop()
 	}
 	c.served[crd.Name] = next
-	c.openapiChanged(oldGVRs, next.gvrs)
+	c.s.crdOpenAPI.changed(crd.Name, crd)
 	return nil
-}
-
-// openapiChanged rebuilds the OpenAPI documents of the group-versions a
-// change touched.
-func (c *crdServing) openapiChanged(lists ...[]schema.GroupVersionResource) {
-	gvs := map[schema.GroupVersion]bool{}
-	for _, l := range lists {
-		for _, gvr := range l {
-			gvs[gvr.GroupVersion()] = true
-		}
-	}
-	if len(gvs) == 0 {
-		return
-	}
-	var crds []*apiextensionsv1.CustomResourceDefinition
-	for _, sv := range c.served {
-		crds = append(crds, sv.crd)
-	}
-	c.s.crdOpenAPI.update(gvs, crds)
 }
 
 // remove stops serving a CRD's resources; its objects stay in etcd (the
@@ -234,7 +216,7 @@ func (c *crdServing) remove(name string) {
 		return nil
 	})
 	old.store.Stop()
-	c.openapiChanged(old.gvrs)
+	c.s.crdOpenAPI.changed(name, nil)
 }
 
 // establish sets the Established condition through the CRD's storage,

@@ -96,7 +96,7 @@ type Server struct {
 	tbl         atomic.Pointer[servedTable]
 	tableMu     sync.Mutex
 	crds        *crdServing // the custom resources served from CRDs (crdserving.go)
-	crdOpenAPI  crdOpenAPI  // their /openapi/v3 documents (crdopenapi.go)
+	crdOpenAPI  *crdOpenAPI // their /openapi/v3 documents (crdopenapi.go)
 	discoveryMu sync.Mutex  // serializes resourcesChanged
 	discovery   atomic.Pointer[discoveryDocs]
 	openapi     http.Handler
@@ -366,7 +366,7 @@ func (s *Server) serveNonResource(w http.ResponseWriter, r *http.Request, info r
 		}
 		s.writeError(w, r, apierrors.NewNotFound(schema.GroupResource{}, ""))
 	case strings.HasPrefix(p, "/openapi/"):
-		if !s.crdOpenAPI.serve(w, r, s.openapi) {
+		if s.crdOpenAPI == nil || !s.crdOpenAPI.serve(w, r, s.openapi) {
 			s.openapi.ServeHTTP(w, r)
 		}
 	case p == auth.OpenIDConfigPath || p == auth.JWKSPath:
