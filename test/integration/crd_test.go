@@ -587,3 +587,67 @@ func TestCRDHundredEstablished(t *testing.T) {
 		t.Errorf("100 CRDs took %s", took)
 	}
 }
+
+// gizmoCRD is a small CRD as users write it, in YAML.
+const gizmoCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gizmos.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: gizmos, singular: gizmo, kind: Gizmo}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              a: {type: string, default: DEFAULT}
+`
+
+// TestCRDKubectlApplyServerSide applies a CRD with kubectl's server-side
+// apply (as large operators' install docs say to), changes it, and uses
+// the change; a custom object with an undeclared field is refused by
+// kubectl apply, whose validation is the server's (fieldValidation=Strict).
+func TestCRDKubectlApplyServerSide(t *testing.T) {
+	s := startServer(t)
+	if out, err := s.kubectlIn(gizmoCRD, nil, "apply", "--server-side", "-f", "-"); err != nil {
+		t.Fatalf("kubectl apply --server-side (create): %v\n%s", err, out)
+	}
+	s.mustKubectl("wait", "--for=condition=Established", "crd/gizmos.example.com", "--timeout=10s")
+	changed := strings.Replace(gizmoCRD, "default: DEFAULT", "default: CHANGED", 1)
+	if out, err := s.kubectlIn(changed, nil, "apply", "--server-side", "-f", "-"); err != nil {
+		t.Fatalf("kubectl apply --server-side (update): %v\n%s", err, out)
+	}
+	crd, err := s.crdClient().ApiextensionsV1().CustomResourceDefinitions().Get(ctxT(t), "gizmos.example.com", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["a"].Default; d == nil || string(d.Raw) != `"CHANGED"` || crd.Generation != 2 {
+		t.Errorf("after the second apply: default %v generation %d", d, crd.Generation)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		out, err := s.kubectlIn("apiVersion: example.com/v1\nkind: Gizmo\nmetadata: {name: g, namespace: default}\nspec: {}\n", nil, "apply", "-f", "-")
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kubectl apply of a gizmo: %v\n%s", err, out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if out := s.mustKubectl("get", "gizmo", "g", "-n", "default", "-o", "jsonpath={.spec.a}"); out != "CHANGED" {
+		t.Errorf("spec.a = %q, want the changed default", out)
+	}
+	out, err := s.kubectlIn("apiVersion: example.com/v1\nkind: Gizmo\nmetadata: {name: h, namespace: default}\nspec: {bogus: 1}\n", nil, "apply", "-f", "-")
+	if err == nil || !strings.Contains(out, `unknown field "spec.bogus"`) {
+		t.Errorf("kubectl apply with an unknown field: %v\n%s", err, out)
+	}
+}

@@ -11,6 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/client-go/applyconfigurations"
 	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/structured-merge-diff/v6/typed"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsac "k8s.io/apiextensions-apiserver/pkg/client/applyconfiguration"
 )
 
 // typeConverter is the structured-merge-diff schema of every k8s.io/api
@@ -23,8 +27,39 @@ import (
 // converter is immutable and safe for concurrent use; sync.OnceValue makes
 // concurrent first callers wait for the one build.
 var typeConverter = sync.OnceValue(func() managedfields.TypeConverter {
-	return applyconfigurations.NewTypeConverter(scheme.Scheme)
+	return groupTypeConverter{
+		builtin: applyconfigurations.NewTypeConverter(scheme.Scheme),
+		// CRDs are the one served kind outside client-go: their schema is
+		// in apiextensions-apiserver's apply configurations, built lazily
+		// for the same reason.
+		apiextensions: sync.OnceValue(func() managedfields.TypeConverter {
+			return apiextensionsac.NewTypeConverter(scheme.Scheme)
+		}),
+	}
 })
+
+// groupTypeConverter asks the schema of the object's API group.
+type groupTypeConverter struct {
+	builtin       managedfields.TypeConverter
+	apiextensions func() managedfields.TypeConverter
+}
+
+func (c groupTypeConverter) ObjectToTyped(obj runtime.Object, opts ...typed.ValidationOptions) (*typed.TypedValue, error) {
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	if gvk.Empty() {
+		if kinds, _, err := scheme.Scheme.ObjectKinds(obj); err == nil && len(kinds) > 0 {
+			gvk = kinds[0]
+		}
+	}
+	if gvk.Group == apiextensionsv1.GroupName {
+		return c.apiextensions().ObjectToTyped(obj, opts...)
+	}
+	return c.builtin.ObjectToTyped(obj, opts...)
+}
+
+func (c groupTypeConverter) TypedToObject(v *typed.TypedValue) (runtime.Object, error) {
+	return c.builtin.TypedToObject(v)
+}
 
 // convertor is the runtime.ObjectConvertor handed to the field manager.
 //
