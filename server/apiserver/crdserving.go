@@ -137,7 +137,10 @@ func (c *crdServing) serve(crd *apiextensionsv1.CustomResourceDefinition, old *c
 	storageVersion := resources[0].Custom.StorageVersion
 	gr := resources[0].GroupResource()
 	storageGVK := schema.GroupVersionKind{Group: crd.Spec.Group, Version: storageVersion, Kind: crd.Status.AcceptedNames.Kind}
-	storeKey := fmt.Sprintf("%s/%s/%s/%s", crd.UID, gr, storageGVK, crd.Spec.Scope)
+	// A new generation gets a new store: its watch cache holds objects
+	// decoded with the schema's current defaults (watches end and clients
+	// watch again, as upstream replaces a changed CRD's storage).
+	storeKey := fmt.Sprintf("%s/%d/%s/%s/%s", crd.UID, crd.Generation, gr, storageGVK, crd.Spec.Scope)
 	next := &crdServed{uid: crd.UID, fingerprint: fingerprint, storeKey: storeKey}
 	if old != nil && old.storeKey == storeKey {
 		next.store = old.store
@@ -147,6 +150,10 @@ func (c *crdServing) serve(crd *apiextensionsv1.CustomResourceDefinition, old *c
 			tr = c.s.cfg.Transformers(gr)
 		}
 		attrs := resources[0]
+		decoded, err := registry.CustomStorageDefaulter(crd)
+		if err != nil {
+			return err
+		}
 		next.store, err = storage.New(c.ctx, storage.Config{
 			Client: c.s.cfg.Etcd, Resource: gr, Prefix: attrs.Prefix(), Kind: storageGVK,
 			NewFunc: func() runtime.Object {
@@ -154,7 +161,7 @@ func (c *crdServing) serve(crd *apiextensionsv1.CustomResourceDefinition, old *c
 				u.SetGroupVersionKind(storageGVK)
 				return u
 			},
-			Attrs: attrs.Attrs, Transformer: tr, JSON: true,
+			Attrs: attrs.Attrs, Transformer: tr, JSON: true, Decoded: decoded,
 		})
 		if err != nil {
 			return err

@@ -621,7 +621,21 @@ func TestCRDKubectlApplyServerSide(t *testing.T) {
 		t.Fatalf("kubectl apply --server-side (create): %v\n%s", err, out)
 	}
 	s.mustKubectl("wait", "--for=condition=Established", "crd/gizmos.example.com", "--timeout=10s")
-	changed := strings.Replace(gizmoCRD, "default: DEFAULT", "default: CHANGED", 1)
+	early := "apiVersion: example.com/v1\nkind: Gizmo\nmetadata: {name: early, namespace: default}\nspec: {}\n"
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		out, err := s.kubectlIn(early, nil, "apply", "-f", "-")
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kubectl apply of a gizmo: %v\n%s", err, out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The change adds a field with a default: objects stored before get it
+	// when read, as upstream defaults on the way out of storage.
+	changed := strings.Replace(gizmoCRD, "default: DEFAULT}", "default: CHANGED}\n              b: {type: string, default: NEW}", 1)
 	if out, err := s.kubectlIn(changed, nil, "apply", "--server-side", "-f", "-"); err != nil {
 		t.Fatalf("kubectl apply --server-side (update): %v\n%s", err, out)
 	}
@@ -632,16 +646,19 @@ func TestCRDKubectlApplyServerSide(t *testing.T) {
 	if d := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["a"].Default; d == nil || string(d.Raw) != `"CHANGED"` || crd.Generation != 2 {
 		t.Errorf("after the second apply: default %v generation %d", d, crd.Generation)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline = time.Now().Add(5 * time.Second)
 	for {
-		out, err := s.kubectlIn("apiVersion: example.com/v1\nkind: Gizmo\nmetadata: {name: g, namespace: default}\nspec: {}\n", nil, "apply", "-f", "-")
-		if err == nil {
+		out := s.mustKubectl("get", "gizmo", "early", "-n", "default", "-o", "jsonpath={.spec.a} {.spec.b}")
+		if out == "DEFAULT NEW" {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("kubectl apply of a gizmo: %v\n%s", err, out)
+			t.Fatalf("the gizmo stored before the change reads %q, want the stored a and the new default b", out)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	if out, err := s.kubectlIn("apiVersion: example.com/v1\nkind: Gizmo\nmetadata: {name: g, namespace: default}\nspec: {}\n", nil, "apply", "-f", "-"); err != nil {
+		t.Fatalf("kubectl apply of a gizmo: %v\n%s", err, out)
 	}
 	if out := s.mustKubectl("get", "gizmo", "g", "-n", "default", "-o", "jsonpath={.spec.a}"); out != "CHANGED" {
 		t.Errorf("spec.a = %q, want the changed default", out)

@@ -69,6 +69,26 @@ func CustomResources(crd *apiextensionsv1.CustomResourceDefinition) ([]*Resource
 	return out, nil
 }
 
+// CustomStorageDefaulter is what a CRD's objects get when read from etcd:
+// the pruning and defaulting of its storage version's schema (Default),
+// so that defaults added to a CRD show on objects stored before.
+func CustomStorageDefaulter(crd *apiextensionsv1.CustomResourceDefinition) (func(runtime.Object), error) {
+	storageVersion, err := apihelpers.GetCRDStorageVersion(crd)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range crd.Spec.Versions {
+		if v.Name == storageVersion {
+			r, err := customResource(crd, v, storageVersion, crd.Status.AcceptedNames, crd.Spec.Scope == apiextensionsv1.NamespaceScoped)
+			if err != nil {
+				return nil, err
+			}
+			return r.Default, nil
+		}
+	}
+	return nil, fmt.Errorf("%s: no storage version", crd.Name)
+}
+
 func customResource(crd *apiextensionsv1.CustomResourceDefinition, v apiextensionsv1.CustomResourceDefinitionVersion,
 	storageVersion string, names apiextensionsv1.CustomResourceDefinitionNames, namespaced bool) (*Resource, error) {
 	gvr := gvr(crd.Spec.Group, v.Name, names.Plural)

@@ -38,6 +38,10 @@ type Config struct {
 	// JSON stores *unstructured.Unstructured objects (custom resources)
 	// as JSON instead of protobuf.
 	JSON bool
+	// Decoded, if set, completes every object read from etcd: a custom
+	// object is pruned and defaulted by its CRD's current schema on the
+	// way out of storage, as upstream's storage decoder does.
+	Decoded func(obj runtime.Object)
 }
 
 // Store is the storage of one resource: etcd for writes and consistent
@@ -52,6 +56,7 @@ type Store struct {
 	cache   *watchCache
 	// transformer is nil for resources stored as plain protobuf.
 	transformer Transformer
+	decoded     func(obj runtime.Object)
 	// stop ends the watch cache (and with it every watch) of a store that
 	// is no longer served.
 	stop context.CancelFunc
@@ -71,6 +76,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		attrs:   cfg.Attrs,
 
 		transformer: cfg.Transformer,
+		decoded:     cfg.Decoded,
 	}
 	window := cfg.CacheWindow
 	if window <= 0 {
