@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -666,5 +667,50 @@ func TestCRDKubectlApplyServerSide(t *testing.T) {
 	out, err := s.kubectlIn("apiVersion: example.com/v1\nkind: Gizmo\nmetadata: {name: h, namespace: default}\nspec: {bogus: 1}\n", nil, "apply", "-f", "-")
 	if err == nil || !strings.Contains(out, `unknown field "spec.bogus"`) {
 		t.Errorf("kubectl apply with an unknown field: %v\n%s", err, out)
+	}
+}
+
+// TestCRDNamespaceAndGarbageCollection: the namespace controller and the
+// garbage collector find custom resources through discovery like any
+// other: deleting a namespace deletes its widgets, and deleting a widget
+// deletes the ConfigMap it owns.
+func TestCRDNamespaceAndGarbageCollection(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxT(t)
+	createEstablished(t, s, widgetCRD())
+	cs := s.client()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "doomed"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	widgets := s.dynamic().Resource(widgetsV1)
+	if _, err := widgets.Namespace("doomed").Create(ctx, widget("w", map[string]interface{}{}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	owner, err := widgets.Namespace("default").Create(ctx, widget("owner", map[string]interface{}{}), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owned", OwnerReferences: []metav1.OwnerReference{{
+		APIVersion: "example.com/v1", Kind: "Widget", Name: "owner", UID: owner.GetUID()}}}}
+	if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().Namespaces().Delete(ctx, "doomed", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := widgets.Namespace("default").Delete(ctx, "owner", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, nsErr := cs.CoreV1().Namespaces().Get(ctx, "doomed", metav1.GetOptions{})
+		_, cmErr := cs.CoreV1().ConfigMaps("default").Get(ctx, "owned", metav1.GetOptions{})
+		if apierrors.IsNotFound(nsErr) && apierrors.IsNotFound(cmErr) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 60s: namespace %v, owned ConfigMap %v", nsErr, cmErr)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
