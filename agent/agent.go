@@ -246,6 +246,7 @@ func startNetplane(ctx context.Context, cfg Config, client kubernetes.Interface)
 			}
 		}()
 		go dns.PublishEndpoint(ctx, client, cfg.NodeName, cfg.NodeIP, int32(port))
+		dns.WatchService(ctx, factory.Core().V1().Services().Informer(), cfg.ClusterDNS)
 	}
 	factory.Start(ctx.Done())
 	return nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -135,7 +136,7 @@ func parseKillAll(t *testing.T, args ...string) agent.Config {
 func TestServerDefaults(t *testing.T) {
 	clearEnv(t)
 	cfg, o := parseServer(t)
-	if cfg != wantServer {
+	if !reflect.DeepEqual(cfg, wantServer) {
 		t.Errorf("server config\n got %+v\nwant %+v", cfg, wantServer)
 	}
 	if o.agent != wantAgent {
@@ -386,5 +387,20 @@ func TestStorageMinFreeFlag(t *testing.T) {
 	}
 	if _, err := got.serverConfig(); err == nil || !strings.Contains(err.Error(), "--storage-min-free") {
 		t.Errorf("--storage-min-free lots: %v", err)
+	}
+}
+
+// --disable takes k3s's forms: repeated, comma-separated, or from
+// KELP_DISABLE.
+func TestServerDisable(t *testing.T) {
+	clearEnv(t)
+	cfg, _ := parseServer(t, "--disable", "local-storage", "--disable", "coredns, traefik")
+	if want := []string{"local-storage", "coredns", "traefik"}; !reflect.DeepEqual(cfg.Disable, want) {
+		t.Errorf("--disable: %q, want %q", cfg.Disable, want)
+	}
+	t.Setenv("KELP_DISABLE", "local-storage,servicelb")
+	cfg, _ = parseServer(t)
+	if want := []string{"local-storage", "servicelb"}; !reflect.DeepEqual(cfg.Disable, want) {
+		t.Errorf("KELP_DISABLE: %q, want %q", cfg.Disable, want)
 	}
 }

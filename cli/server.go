@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/sirupsen/logrus"
@@ -20,6 +21,7 @@ import (
 	"github.com/kelp-project/kelp/server"
 	"github.com/kelp-project/kelp/server/apiserver"
 	serverjoin "github.com/kelp-project/kelp/server/join"
+	"github.com/kelp-project/kelp/server/manifests"
 )
 
 // serverOptions are the parsed flags of `kelp server`.
@@ -59,6 +61,7 @@ func serverCommand(run func(context.Context, *serverOptions) error) *urfave.Comm
 			clusterDomainFlag(&s.ClusterDomain),
 			&urfave.BoolFlag{Name: "disable-agent", Usage: "do not run the local node agent", EnvVars: env("DISABLE_AGENT"), Destination: &o.disableAgent},
 			nodeIPFlag(&o.agent.NodeIP, "the advertise address"),
+			&urfave.StringSliceFlag{Name: "disable", Usage: "do not deploy this packaged manifest of <data-dir>/server/manifests, and delete what it deployed (repeatable or comma-separated; known: " + strings.Join(manifests.Packaged(), ", ") + ")", EnvVars: env("DISABLE")},
 			&urfave.BoolFlag{Name: "disable-scheduler", Usage: "do not run the scheduler", EnvVars: env("DISABLE_SCHEDULER"), Destination: &s.DisableScheduler},
 			&urfave.BoolFlag{Name: "disable-controller-manager", Usage: "do not run the controllers", EnvVars: env("DISABLE_CONTROLLER_MANAGER"), Destination: &s.DisableControllers},
 			nodeNameFlag(&s.NodeName),
@@ -92,8 +95,25 @@ func serverCommand(run func(context.Context, *serverOptions) error) *urfave.Comm
 			&urfave.DurationFlag{Name: "pod-initial-backoff", Value: config.PodInitialBackoff, Usage: "first retry delay for a pod that could not be scheduled", EnvVars: env("POD_INITIAL_BACKOFF"), Destination: &sb.Initial},
 			&urfave.DurationFlag{Name: "pod-max-backoff", Value: config.PodMaxBackoff, Usage: "longest retry delay for a pod that could not be scheduled", EnvVars: env("POD_MAX_BACKOFF"), Destination: &sb.Max},
 		}, agentFlags(&o.agent)...),
-		Action: func(c *urfave.Context) error { return run(c.Context, o) },
+		Action: func(c *urfave.Context) error {
+			o.server.Disable = disabled(c.StringSlice("disable"))
+			return run(c.Context, o)
+		},
 	}
+}
+
+// disabled is --disable's names: urfave splits each value at commas
+// already; spaces around them and empty names are dropped.
+func disabled(values []string) []string {
+	var names []string
+	for _, v := range values {
+		for _, n := range strings.Split(v, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				names = append(names, n)
+			}
+		}
+	}
+	return names
 }
 
 // serverConfig is the control plane's config, once the flags are parsed.

@@ -27,6 +27,10 @@ const (
 	// system:apiserver, in MastersGroup): it reconciles the RBAC bootstrap
 	// policy at start.
 	APIServerUser = "system:apiserver"
+	// DeployUser applies the auto-deploy manifests directory
+	// (server/manifests). It holds system:masters, as k3s's deploy
+	// controller does: a manifest may hold any object, RBAC included.
+	DeployUser = "system:kelp-deploy"
 	// NodesGroup holds every node's user, NodeUser(name).
 	NodesGroup = "system:nodes"
 )

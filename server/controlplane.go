@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/sirupsen/logrus"
@@ -9,7 +11,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kelp-project/kelp/config"
-	"github.com/kelp-project/kelp/netplane/dns"
 	"github.com/kelp-project/kelp/server/controllers"
 	"github.com/kelp-project/kelp/server/controllers/clusterroleaggregation"
 	"github.com/kelp-project/kelp/server/controllers/crd"
@@ -33,6 +34,7 @@ import (
 	"github.com/kelp-project/kelp/server/controllers/servicelb"
 	"github.com/kelp-project/kelp/server/controllers/statefulset"
 	"github.com/kelp-project/kelp/server/controllers/ttlafterfinished"
+	"github.com/kelp-project/kelp/server/manifests"
 	"github.com/kelp-project/kelp/server/pki"
 	"github.com/kelp-project/kelp/server/scheduler"
 )
@@ -112,7 +114,6 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 		go persistentvolume.New(t.Client, t.Informer, t.Recorder("persistentvolume-controller")).Run(ctx)
 		go pvcprotection.New(t.Client, t.Informer).Run(ctx, 1)
 		go pvprotection.New(t.Client, t.Informer).Run(ctx, 1)
-		go dns.EnsureService(ctx, t.Client, cfg.ClusterDNS)
 		return nil
 	})
 	// The CRD controllers belong to the API server upstream
@@ -130,4 +131,35 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 		return nil
 	})
 	return wg.Wait, nil
+}
+
+// startManifests writes the packaged manifests into
+// <data-dir>/server/manifests, applies the directory once and watches it
+// (see package manifests); the returned wait blocks until the watch has
+// stopped. Its client holds system:masters, as k3s's deploy controller:
+// a manifest may carry any object, RBAC included.
+func startManifests(ctx context.Context, cfg Config, serverDir string, ca *pki.CA, apiURL string) (wait func(), err error) {
+	dir := filepath.Join(serverDir, "manifests")
+	unknown, err := manifests.WritePackaged(dir, cfg.Disable, manifestVars(cfg))
+	if err != nil {
+		return nil, err
+	}
+	if len(unknown) > 0 {
+		logrus.Warnf("--disable %s: kelp packages no such manifest (it has: %s); ignored",
+			strings.Join(unknown, ","), strings.Join(manifests.Packaged(), ", "))
+	}
+	rc, err := ca.RESTConfig(apiURL, config.DeployUser, []string{config.MastersGroup})
+	if err != nil {
+		return nil, err
+	}
+	return manifests.Start(ctx, rc, dir)
+}
+
+// manifestVars are the values of the packaged manifests' placeholders.
+func manifestVars(cfg Config) map[string]string {
+	return map[string]string{
+		"CLUSTER_DNS":              cfg.ClusterDNS,
+		"LOCAL_PATH_STORAGE_CLASS": config.LocalPathStorageClass,
+		"LOCAL_PATH_PROVISIONER":   config.LocalPathProvisioner,
+	}
 }

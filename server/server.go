@@ -84,6 +84,9 @@ type Config struct {
 	// StorageMinFree is the free space of the data dir's filesystem below
 	// which the API server refuses writes (--storage-min-free).
 	StorageMinFree apiserver.MinFree
+	// Disable names packaged manifests not to deploy (--disable), as
+	// k3s: local-storage.
+	Disable []string
 }
 
 // Server is a running control plane.
@@ -166,9 +169,22 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	s.clients, s.stopClients = context.WithCancel(ctx)
-	if s.waitLoops, err = startControlLoops(s.clients, cfg, s.CA, s.URL, s.api.signer); err != nil {
+	// The manifests' first pass comes before the kubeconfig, which tells
+	// scripts and tests that the cluster is up: the packaged add-ons (the
+	// default StorageClass) are in the API by then, as they were when
+	// bootstrap made them.
+	waitManifests, err := startManifests(s.clients, cfg, serverDir, s.CA, s.URL)
+	if err != nil {
+		return nil, fmt.Errorf("manifests: %w", err)
+	}
+	if err = writeAdminKubeconfig(cfg, s.CA, s.URL); err != nil {
+		return nil, err
+	}
+	waitLoops, err := startControlLoops(s.clients, cfg, s.CA, s.URL, s.api.signer)
+	if err != nil {
 		return nil, fmt.Errorf("control loops: %w", err)
 	}
+	s.waitLoops = func() { waitLoops(); waitManifests() }
 	if s.NodeConfig, err = s.CA.RESTConfig(s.URL, config.NodeUser(cfg.NodeName), []string{config.NodesGroup}); err != nil {
 		return nil, err
 	}
@@ -297,9 +313,7 @@ func loadCredentials(cfg Config, serverDir, tlsDir string) (*pki.CA, tokens, err
 	return ca, t, nil
 }
 
-// bootstrap creates the cluster's initial objects and the RBAC policy,
-// then writes the admin kubeconfig: its appearance tells scripts and tests
-// that the API serves a bootstrapped cluster.
+// bootstrap creates the cluster's initial objects and the RBAC policy.
 func bootstrap(ctx context.Context, api *apiserver.Server, cfg Config, ca *pki.CA, url string) error {
 	if err := api.Bootstrap(ctx); err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
@@ -317,6 +331,12 @@ func bootstrap(ctx context.Context, api *apiserver.Server, cfg Config, ca *pki.C
 	if err := bootstrappolicy.Reconcile(ctx, loopback); err != nil {
 		return fmt.Errorf("rbac bootstrap policy: %w", err)
 	}
+	return nil
+}
+
+// writeAdminKubeconfig writes the admin kubeconfig: its appearance tells
+// scripts and tests that the API serves a bootstrapped cluster.
+func writeAdminKubeconfig(cfg Config, ca *pki.CA, url string) error {
 	certPEM, keyPEM, err := ca.ClientCert(config.AdminUser, []string{config.MastersGroup})
 	if err != nil {
 		return err

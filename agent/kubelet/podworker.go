@@ -70,6 +70,11 @@ type podWorker struct {
 	// nextSync is when relist wakes the worker without a reason (Unix
 	// nanoseconds; relist reads it from its own goroutine).
 	nextSync atomic.Int64
+	// deadline wakes the worker when activeDeadlineSeconds runs out;
+	// failed is set once the pod is failed for it (the phase the status
+	// reports from then on, whatever its containers did).
+	deadline *time.Timer
+	failed   *waitingState
 }
 
 type waitingState struct{ reason, message string }
@@ -229,6 +234,10 @@ func (w *podWorker) sync(pod *corev1.Pod, gone bool) bool {
 		if pod.Status.StartTime != nil {
 			w.startTime = pod.Status.StartTime.Time
 		}
+	}
+	if w.pastDeadline(pod) {
+		w.failPastDeadline(ctx, pod)
+		return false
 	}
 	if err := w.ensureSandbox(pod); err != nil {
 		w.k.event(pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
@@ -391,6 +400,45 @@ func (w *podWorker) killAll(ctx context.Context, pod *corev1.Pod, grace time.Dur
 		}
 	}
 	wg.Wait()
+}
+
+// pastDeadline says whether the pod has been active longer than its
+// activeDeadlineSeconds (counted from its start time, as upstream; the
+// field may be lowered on a running pod). Before that it arms a timer
+// that wakes the worker when the deadline comes.
+func (w *podWorker) pastDeadline(pod *corev1.Pod) bool {
+	if w.deadline != nil {
+		w.deadline.Stop()
+	}
+	d := pod.Spec.ActiveDeadlineSeconds
+	if d == nil {
+		return false
+	}
+	left := time.Duration(*d)*time.Second - time.Since(w.startTime)
+	if left <= 0 {
+		return true
+	}
+	w.deadline = time.AfterFunc(left, w.kick)
+	return false
+}
+
+// failPastDeadline stops the pod's containers with the pod's grace period
+// and reports it Failed with upstream's reason and message; the pod stays
+// (its owner, a Job, decides what comes next).
+func (w *podWorker) failPastDeadline(ctx context.Context, pod *corev1.Pod) {
+	if w.failed == nil {
+		w.failed = &waitingState{reason: "DeadlineExceeded", message: "Pod was active on the node longer than the specified deadline"}
+		w.k.event(pod, corev1.EventTypeNormal, w.failed.reason, "%s", w.failed.message)
+	}
+	grace := time.Duration(corev1.DefaultTerminationGracePeriodSeconds) * time.Second
+	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		grace = time.Duration(*g) * time.Second
+	}
+	w.probes.StopAll()
+	w.killAll(ctx, pod, grace)
+	if inst, err := w.instances(ctx); err == nil {
+		w.postStatus(ctx, pod, inst)
+	}
 }
 
 // cleanup removes the pod's containers, sandbox and files.

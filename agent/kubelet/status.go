@@ -84,6 +84,9 @@ func (w *podWorker) podStatus(pod *corev1.Pod, inst map[string][]runtime.Contain
 		allReady = allReady && cs.Ready
 	}
 	st.Phase = phase(pod, st, initDone, initFailed)
+	if w.failed != nil {
+		st.Phase, st.Reason, st.Message = corev1.PodFailed, w.failed.reason, w.failed.message
+	}
 	sandbox := w.netnsPath != "" || (pod.Spec.HostNetwork && w.podIP.IsValid())
 	reason := func(ok bool, r string) string {
 		if ok {

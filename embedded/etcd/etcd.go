@@ -18,6 +18,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	_ "unsafe" // go:linkname, for watchResyncPeriod
 
 	"github.com/sirupsen/logrus"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -27,6 +28,23 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 )
+
+// watchResyncPeriod is how often etcd's watchable store looks for
+// watchers behind the current revision (a watch opened at an older
+// revision, a slow watcher caught up) and sends them what they missed.
+// Its loop wakes that often even when no watcher is behind: upstream's
+// 100 ms was the single largest source of an idle kelp's wakeups (10 a
+// second of some 60). kelp's watchers are the watch caches, behind only
+// for the moment between their list and their watch, so a period of
+// 250 ms delays those first events by at most that. etcd does not expose
+// the setting; it is a package variable ("modifiable by tests"), set here
+// once, before any member starts. Should etcd rename it, the link fails
+// at build time rather than silently.
+//
+//go:linkname watchResyncPeriod go.etcd.io/etcd/server/v3/storage/mvcc.watchResyncPeriod
+var watchResyncPeriod time.Duration
+
+func init() { watchResyncPeriod = 250 * time.Millisecond }
 
 // Etcd is a running embedded member.
 type Etcd struct {
@@ -52,14 +70,16 @@ func Start(ctx context.Context, dir string) (*Etcd, error) {
 	cfg := embed.NewConfig()
 	cfg.Name = "kelp"
 	cfg.Dir = dir
-	// k3s's embedded etcd timings, heartbeat 500 ms and election timeout
-	// 5 s: each tick wakes the raft loop, and at 10 ms (100 wakeups a
-	// second) ticking was a tenth of an idle server's CPU, while a single
-	// member has no peer to heartbeat nor a leader to lose. It would elect
-	// itself only 1 to 10 ticks after start (etcd fast-forwards the rest
-	// of the election timeout), so campaign asks it to campaign at once.
-	cfg.TickMs = 500
-	cfg.ElectionMs = 5000
+	// One tick a second, election timeout 10 s: each tick wakes raft's
+	// loops (about three goroutine wakeups, each some 0.1 ms of CPU on a
+	// small machine), while a single member has no peer to heartbeat nor
+	// a leader to lose. Upstream's 100 ms tick made ticking a tenth of an
+	// idle server's CPU. No etcd lease is used, so the minimum lease TTL
+	// this implies (15 s) binds nothing. The member would elect itself
+	// only after its election timeout, so campaign asks it to campaign at
+	// once.
+	cfg.TickMs = 1000
+	cfg.ElectionMs = 10000
 	// Clients connect in-process (v3client); the unix socket exists only
 	// because etcd insists on a client listener, and it is reachable by
 	// root alone. The single member's peer port is never dialled, but

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // TestDataOutlivesTheMember: what one member wrote, the next member on the
@@ -93,4 +95,44 @@ func TestFailedReportsAStopButNotAClose(t *testing.T) {
 		t.Fatalf("a closed member was reported as failed: %v", err)
 	case <-time.After(time.Second):
 	}
+}
+
+// TestWatchFromAnOldRevision: a watch opened behind the current revision
+// (as a watch cache's, between its list and its watch) gets what it
+// missed within the store's resync period, which kelp lengthens.
+func TestWatchFromAnOldRevision(t *testing.T) {
+	if watchResyncPeriod != 250*time.Millisecond {
+		t.Fatalf("etcd's watch resync period is %v, want kelp's 250ms", watchResyncPeriod)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e, err := Start(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	first, err := e.Client.Put(ctx, "/registry/a", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Client.Put(ctx, "/registry/b", "2"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	wc := e.Client.Watch(ctx, "/registry/", clientv3.WithPrefix(), clientv3.WithRev(first.Header.Revision))
+	var keys []string
+	for len(keys) < 2 {
+		select {
+		case resp := <-wc:
+			for _, ev := range resp.Events {
+				keys = append(keys, string(ev.Kv.Key))
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatalf("after 2s the watch from revision %d has %v", first.Header.Revision, keys)
+		}
+	}
+	if keys[0] != "/registry/a" || keys[1] != "/registry/b" {
+		t.Errorf("events %v, want /registry/a then /registry/b", keys)
+	}
+	t.Logf("caught up in %v", time.Since(start))
 }

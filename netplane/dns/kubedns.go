@@ -1,14 +1,17 @@
 package dns
 
 // How pods reach the in-process DNS servers: the kube-dns Service at the
-// cluster DNS address (the server creates it) and one EndpointSlice per
-// node pointing at that node's listener (each agent publishes its own).
+// cluster DNS address (the server's packaged manifest coredns.yaml, see
+// server/manifests) and one EndpointSlice per node pointing at that node's
+// listener (each agent publishes its own).
 // The Service has no selector, so the EndpointSlice controller leaves it to
 // these slices, and internalTrafficPolicy Local makes the service proxy of
 // each node send the node's queries to the node's own server.
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -17,10 +20,9 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	discoveryclient "k8s.io/client-go/kubernetes/typed/discovery/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
 // ServiceName is the cluster DNS Service in kube-system, as k3s and
@@ -32,31 +34,81 @@ const ServiceName = "kube-dns"
 // managers alone.
 const endpointManagedBy = "kelp-agent"
 
-// EnsureService creates kube-system/kube-dns at clusterDNS (--cluster-dns),
-// as k3s's bundled CoreDNS manifest does, retrying every second until it
-// exists or ctx ends. An existing Service is left as it is.
-func EnsureService(ctx context.Context, client kubernetes.Interface, clusterDNS string) {
-	local := corev1.ServiceInternalTrafficPolicyLocal
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: ServiceName, Namespace: metav1.NamespaceSystem,
-			Labels: map[string]string{"k8s-app": "kube-dns", "kubernetes.io/name": "CoreDNS", "kubernetes.io/cluster-service": "true"}},
-		Spec: corev1.ServiceSpec{
-			ClusterIP:             clusterDNS,
-			InternalTrafficPolicy: &local,
-			Ports: []corev1.ServicePort{
-				{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(53)},
-				{Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(53)},
-			},
+// WatchService says in the log when pods' DNS cannot work for want of
+// the kube-dns Service: missing once services has synced (the server's
+// coredns manifest disabled or skipped), deleted, or at an address other
+// than clusterDNS, the one pods are given; and when it comes back. The
+// agent needs nothing else from the Service (pods get clusterDNS from the
+// configuration), so it runs on without it rather than wait or fail. It
+// reads the Services informer the DNS server shares, so it costs no
+// request.
+func WatchService(ctx context.Context, services cache.SharedIndexInformer, clusterDNS string) {
+	w := &serviceWatch{clusterDNS: clusterDNS}
+	reg, err := services.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { w.seen(o) },
+		UpdateFunc: func(_, o any) { w.seen(o) },
+		DeleteFunc: func(o any) {
+			if isKubeDNS(o) {
+				w.missing("was deleted")
+			}
 		},
-	}
-	_ = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := client.CoreV1().Services(metav1.NamespaceSystem).Create(ctx, svc, metav1.CreateOptions{})
-		if err == nil || apierrors.IsAlreadyExists(err) {
-			return true, nil
-		}
-		logrus.WithError(err).Debug("creating the kube-dns Service")
-		return false, nil
 	})
+	if err != nil {
+		logrus.WithError(err).Warn("dns: watching the kube-dns Service")
+		return
+	}
+	go func() {
+		if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+			return
+		}
+		if _, ok, _ := services.GetStore().GetByKey(metav1.NamespaceSystem + "/" + ServiceName); !ok {
+			w.missing("does not exist (the server's coredns manifest is disabled with --disable coredns, or skipped)")
+		}
+	}()
+}
+
+// serviceWatch remembers what it last said, so each change is said once.
+type serviceWatch struct {
+	clusterDNS string
+	mu         sync.Mutex
+	said       string
+}
+
+func isKubeDNS(o any) bool {
+	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
+	}
+	svc, ok := o.(*corev1.Service)
+	return ok && svc.Namespace == metav1.NamespaceSystem && svc.Name == ServiceName
+}
+
+func (w *serviceWatch) seen(o any) {
+	if !isKubeDNS(o) {
+		return
+	}
+	svc := o.(*corev1.Service)
+	if svc.Spec.ClusterIP != w.clusterDNS {
+		w.say(logrus.WarnLevel, fmt.Sprintf("dns: Service kube-system/%s has address %s, not the cluster DNS address %s that pods are given: their queries go unanswered", ServiceName, svc.Spec.ClusterIP, w.clusterDNS))
+		return
+	}
+	w.say(logrus.InfoLevel, fmt.Sprintf("dns: Service kube-system/%s at %s", ServiceName, svc.Spec.ClusterIP))
+}
+
+func (w *serviceWatch) missing(why string) {
+	w.say(logrus.WarnLevel, fmt.Sprintf("dns: Service kube-system/%s %s: pods' queries to %s go unanswered until it exists", ServiceName, why, w.clusterDNS))
+}
+
+func (w *serviceWatch) say(level logrus.Level, msg string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if msg == w.said {
+		return
+	}
+	// The first sighting of a Service as it should be is no news.
+	if w.said != "" || level != logrus.InfoLevel {
+		logrus.StandardLogger().Log(level, msg)
+	}
+	w.said = msg
 }
 
 // PublishEndpoint keeps kube-system/kube-dns-<node> pointing at this

@@ -2,36 +2,70 @@ package dns
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	logtest "github.com/sirupsen/logrus/hooks/test"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
-func TestEnsureService(t *testing.T) {
+// WatchService says once when pods' DNS lacks its Service, and when it
+// comes back or sits at the wrong address.
+func TestWatchService(t *testing.T) {
+	hook := logtest.NewGlobal()
+	defer hook.Reset()
 	cs := fake.NewClientset()
-	ctx := context.Background()
-	EnsureService(ctx, cs, "10.43.0.10")
-	svc, err := cs.CoreV1().Services("kube-system").Get(ctx, ServiceName, metav1.GetOptions{})
-	if err != nil {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	factory := informers.NewSharedInformerFactory(cs, 0)
+	WatchService(ctx, factory.Core().V1().Services().Informer(), "10.43.0.10")
+	factory.Start(ctx.Done())
+	said := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			for _, e := range hook.AllEntries() {
+				if strings.Contains(e.Message, want) {
+					return
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		var got []string
+		for _, e := range hook.AllEntries() {
+			got = append(got, e.Level.String()+": "+e.Message)
+		}
+		t.Fatalf("no log line with %q; got %q", want, got)
+	}
+	said("Service kube-system/kube-dns does not exist (the server's coredns manifest is disabled with --disable coredns, or skipped): pods' queries to 10.43.0.10 go unanswered")
+
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: ServiceName, Namespace: "kube-system"}, Spec: corev1.ServiceSpec{ClusterIP: "10.43.0.10"}}
+	if _, err := cs.CoreV1().Services("kube-system").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if svc.Spec.ClusterIP != "10.43.0.10" || svc.Spec.Selector != nil || svc.Spec.InternalTrafficPolicy == nil ||
-		*svc.Spec.InternalTrafficPolicy != corev1.ServiceInternalTrafficPolicyLocal || len(svc.Spec.Ports) != 2 ||
-		svc.Labels["k8s-app"] != "kube-dns" {
-		t.Fatalf("kube-dns Service: %+v", svc)
-	}
-	// Already there: left alone, returns at once.
-	svc.Labels["touched"] = "yes"
+	said("dns: Service kube-system/kube-dns at 10.43.0.10")
+	svc.Spec.ClusterIP = "10.43.0.99"
 	if _, err := cs.CoreV1().Services("kube-system").Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	EnsureService(ctx, cs, "10.43.0.99")
-	if got, _ := cs.CoreV1().Services("kube-system").Get(ctx, ServiceName, metav1.GetOptions{}); got.Spec.ClusterIP != "10.43.0.10" || got.Labels["touched"] != "yes" {
-		t.Fatalf("an existing Service was changed: %+v", got)
+	said("has address 10.43.0.99, not the cluster DNS address 10.43.0.10")
+	if err := cs.CoreV1().Services("kube-system").Delete(ctx, ServiceName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	said("Service kube-system/kube-dns was deleted")
+	n := 0
+	for _, e := range hook.AllEntries() {
+		if strings.Contains(e.Message, "does not exist") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("said %d times that the Service does not exist, want once", n)
 	}
 }
 

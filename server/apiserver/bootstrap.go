@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,14 +16,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/kelp-project/kelp/config"
 	"github.com/kelp-project/kelp/server/apiserver/registry"
 	"github.com/kelp-project/kelp/server/apiserver/storage"
 )
 
 // Bootstrap creates what every cluster starts with: the four system
-// namespaces, the default StorageClass local-path (if absent) and the
-// default/kubernetes Service, whose endpoints point at this API server. It goes through the normal write path, so defaults and
+// namespaces and the default/kubernetes Service, whose endpoints point at this API server. It goes through the normal write path, so defaults and
 // validation apply. It also reconciles Service allocations with the
 // Services that exist, freeing anything a crash left behind. /readyz
 // reports ready only after it succeeds.
@@ -42,9 +39,6 @@ func (s *Server) bootstrap(ctx context.Context) error {
 		}
 	}
 	if err := s.repairAllocations(ctx); err != nil {
-		return err
-	}
-	if err := s.ensure(ctx, s.live().resources[storagev1.SchemeGroupVersion.WithResource("storageclasses")], "", localPathClass()); err != nil {
 		return err
 	}
 	svcr := s.live().resources[schema.GroupVersionResource{Version: "v1", Resource: "services"}]
@@ -87,22 +81,6 @@ func (s *Server) bootstrap(ctx context.Context) error {
 		Ports:       []discoveryv1.EndpointPort{{Name: &name, Port: &port, Protocol: &proto}},
 	}
 	return s.ensureCurrent(ctx, slr, "default", slice)
-}
-
-// localPathClass is the default StorageClass every cluster starts with, as
-// k3s's local-storage manifest: the nodes' local-path provisioner makes a
-// directory on the node the scheduler picks for the claim's first pod.
-// Once created it is the administrator's: edits (or its default
-// annotation removed) stand.
-func localPathClass() *storagev1.StorageClass {
-	wait, del := storagev1.VolumeBindingWaitForFirstConsumer, corev1.PersistentVolumeReclaimDelete
-	return &storagev1.StorageClass{
-		ObjectMeta: metav1.ObjectMeta{Name: config.LocalPathStorageClass,
-			Annotations: map[string]string{"storageclass.kubernetes.io/is-default-class": "true"}},
-		Provisioner:       config.LocalPathProvisioner,
-		VolumeBindingMode: &wait,
-		ReclaimPolicy:     &del,
-	}
 }
 
 // ensure creates obj unless an object of that name exists.

@@ -248,3 +248,47 @@ spec:
 		t.Errorf("%s: phase %s, want Succeeded", long, p.Status.Phase)
 	}
 }
+
+// A pod active longer than its activeDeadlineSeconds is stopped and
+// Failed with reason DeadlineExceeded, whether the deadline was there
+// from the start or set on the running pod (conformance checks the
+// latter); the pod object stays.
+func TestActiveDeadlineSeconds(t *testing.T) {
+	c := startCluster(t)
+	c.apply(t, `apiVersion: v1
+kind: Pod
+metadata: {name: bounded}
+spec:
+  activeDeadlineSeconds: 3
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: busybox:1.35
+    imagePullPolicy: IfNotPresent
+    command: ["sleep", "3600"]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: updated}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: busybox:1.35
+    imagePullPolicy: IfNotPresent
+    command: ["sleep", "3600"]
+`)
+	c.waitFor(60*time.Second, "updated Running", func() bool { return c.pod("updated").Status.Phase == corev1.PodRunning })
+	c.mustKubectl("patch", "pod", "updated", "-p", `{"spec":{"activeDeadlineSeconds":2}}`)
+	for _, name := range []string{"bounded", "updated"} {
+		c.waitFor(30*time.Second, name+" Failed", func() bool { return c.pod(name).Status.Phase == corev1.PodFailed })
+		p := c.pod(name)
+		if p.Status.Reason != "DeadlineExceeded" || !strings.Contains(p.Status.Message, "deadline") {
+			t.Errorf("%s: reason %q message %q, want DeadlineExceeded", name, p.Status.Reason, p.Status.Message)
+		}
+		c.waitFor(30*time.Second, name+"'s container stopped", func() bool {
+			cs := containerStatus(c.pod(name), "app")
+			return cs != nil && cs.State.Terminated != nil
+		})
+	}
+}

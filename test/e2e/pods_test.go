@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"k8s.io/kubectl/pkg/util/podutils"
 	"os"
 	"path/filepath"
@@ -195,5 +196,54 @@ func TestAgentRestart(t *testing.T) {
 	}
 	if n := len(c.livePods("app=container-lab")); n != 3 {
 		t.Errorf("%d pods after the restart", n)
+	}
+}
+
+// A container's output keeps reaching its log while kelp is stopped (the
+// node's log daemon outlives kelp, as containerd does): after the restart
+// `kubectl logs` shows every line, those written while kelp was down
+// included, in order and without a gap.
+func TestLogsWrittenWhileKelpIsStopped(t *testing.T) {
+	c := startCluster(t)
+	c.apply(t, `apiVersion: v1
+kind: Pod
+metadata: {name: counter}
+spec:
+  containers:
+  - name: app
+    image: busybox:1.35
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "i=0; while true; do echo line $i; i=$((i+1)); sleep 0.2; done"]
+`)
+	c.waitFor(60*time.Second, "counter Running", func() bool { return c.pod("counter").Status.Phase == corev1.PodRunning })
+	time.Sleep(time.Second)
+	c.stop()
+	stopped := time.Now()
+	time.Sleep(3 * time.Second)
+	restarted := time.Now()
+	c.start()
+	c.waitNodeReady()
+	out := c.mustKubectl("logs", "counter", "--timestamps")
+	var whileDown, n int
+	for i, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		ts, text, ok := strings.Cut(line, " ")
+		if !ok {
+			t.Fatalf("line %d without a timestamp: %q", i, line)
+		}
+		if text != fmt.Sprintf("line %d", i) {
+			t.Fatalf("line %d is %q: the log has a gap or is out of order", i, text)
+		}
+		at, err := time.Parse(time.RFC3339Nano, ts)
+		if err != nil {
+			t.Fatalf("line %d: timestamp %q: %v", i, ts, err)
+		}
+		if at.After(stopped) && at.Before(restarted) {
+			whileDown++
+		}
+		n++
+	}
+	// 3 s at one line per 0.2 s: 15 lines, less the shell's own time.
+	if whileDown < 10 {
+		t.Errorf("%d lines written while kelp was stopped reached the log (of %d), want about 15", whileDown, n)
 	}
 }
