@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -291,4 +292,15 @@ func sortCustomVersions(t *servedTable) {
 		return version.CompareKubeAwareVersionStrings(crds[i].Version, crds[j].Version) > 0
 	})
 	t.groupVersions = append(builtin, crds...)
+}
+
+// customTypeConverter is the apply schema of the custom kind served now at
+// gvk (nil: none, and fields are deduced).
+func (s *Server) customTypeConverter(gvk schema.GroupVersionKind) managedfields.TypeConverter {
+	for _, sv := range s.live().byGroup[gvk.GroupVersion().String()] {
+		if sv.Kind == gvk.Kind && sv.Custom != nil && sv.Custom.TypeConverter != nil {
+			return sv.Custom.TypeConverter()
+		}
+	}
+	return nil
 }

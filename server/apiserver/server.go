@@ -190,6 +190,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			r.Default(obj)
 		}
 	})
+	s.fields.Custom = s.customTypeConverter
 	if cfg.StorageGuard != nil {
 		go cfg.StorageGuard.Run(ctx)
 	}

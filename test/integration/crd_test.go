@@ -41,6 +41,13 @@ func widgetCRD() *apiextensionsv1.CustomResourceDefinition {
 					"size":     {Type: "integer", Minimum: ptr.To(1.0), Default: &apiextensionsv1.JSON{Raw: []byte("3")}},
 					"color":    {Type: "string"},
 					"replicas": {Type: "integer", Default: &apiextensionsv1.JSON{Raw: []byte("1")}},
+					"ports": {
+						Type: "array", XListType: ptr.To("map"), XListMapKeys: []string{"name"},
+						Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{
+							Type: "object", Required: []string{"name"},
+							Properties: map[string]apiextensionsv1.JSONSchemaProps{"name": {Type: "string"}, "port": {Type: "integer"}},
+						}},
+					},
 				},
 				XValidations: apiextensionsv1.ValidationRules{
 					{Rule: "self.size <= 10", Message: "size must be at most 10"},
@@ -351,6 +358,21 @@ func TestCRDLifecycle(t *testing.T) {
 	}
 	if !applied {
 		t.Errorf("managedFields after server-side apply: %+v", got.GetManagedFields())
+	}
+	// The schema's list-map merges by key: two managers own one port each.
+	for _, m := range []struct{ manager, port string }{{"one", "a"}, {"two", "b"}} {
+		cfg := widget("w4", map[string]interface{}{"ports": []interface{}{map[string]interface{}{"name": m.port, "port": int64(80)}}})
+		cfg.SetLabels(nil)
+		if _, err := widgets.Apply(ctx, "w4", cfg, metav1.ApplyOptions{FieldManager: m.manager}); err != nil {
+			t.Fatalf("apply of port %s by %s: %v", m.port, m.manager, err)
+		}
+	}
+	got, err = widgets.Get(ctx, "w4", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ports, _, _ := unstructured.NestedSlice(got.Object, "spec", "ports"); len(ports) != 2 {
+		t.Errorf("ports after two managers applied one each: %v", ports)
 	}
 	// Another manager changing an applied field conflicts.
 	_, err = widgets.Apply(ctx, "w4", widget("w4", map[string]interface{}{"size": int64(1)}), metav1.ApplyOptions{FieldManager: "other"})

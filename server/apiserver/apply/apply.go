@@ -68,6 +68,9 @@ import (
 // (GVK, subresource) and is safe for concurrent use.
 type Manager struct {
 	defaulter runtime.ObjectDefaulter
+	// Custom, if set, returns the schema of a custom resource's kind (nil
+	// when it has none usable): the API server's CRDs.
+	Custom func(gvk schema.GroupVersionKind) managedfields.TypeConverter
 	// managers maps fmKey to cached. Entries are immutable once stored;
 	// a lost LoadOrStore race only wastes one cheap construction.
 	managers sync.Map
@@ -76,6 +79,9 @@ type Manager struct {
 type fmKey struct {
 	gvk         schema.GroupVersionKind
 	subresource string
+	// custom is a custom kind's schema: a CRD's change makes a new one,
+	// and with it a new field manager.
+	custom managedfields.TypeConverter
 }
 
 // New returns a Manager. defaulter fills in defaults in place (the API
@@ -110,16 +116,23 @@ type cached struct {
 // fieldManager returns the shared field manager for gvk and subresource,
 // building it (and, on first use, the type converter) if needed.
 func (m *Manager) fieldManager(gvk schema.GroupVersionKind, subresource string) (*managedfields.FieldManager, error) {
-	key := fmKey{gvk, subresource}
+	custom := !scheme.Scheme.Recognizes(gvk)
+	key := fmKey{gvk: gvk, subresource: subresource}
+	if custom && m.Custom != nil {
+		key.custom = m.Custom(gvk)
+	}
 	if c, ok := m.managers.Load(key); ok {
 		return c.(cached).fm, c.(cached).err
 	}
-	if !scheme.Scheme.Recognizes(gvk) {
-		// A custom resource: client-go's schema does not describe it, so
-		// fields are deduced from the objects themselves (maps merge,
-		// lists are atomic), as upstream does for a CRD whose schema it
-		// cannot turn into apply models.
-		fm, err := managedfields.NewDefaultFieldManager(managedfields.NewDeducedTypeConverter(), unstructuredConvertor{},
+	if custom {
+		// A custom resource: its CRD's schema when it has one (list-map
+		// keys and map types as declared), else fields deduced from the
+		// objects themselves (maps merge, lists are atomic), as upstream.
+		tc := key.custom
+		if tc == nil {
+			tc = managedfields.NewDeducedTypeConverter()
+		}
+		fm, err := managedfields.NewDefaultFieldManager(tc, unstructuredConvertor{},
 			m.defaulter, unstructuredscheme.NewUnstructuredCreator(), gvk, gvk.GroupVersion(), subresource, nil)
 		actual, _ := m.managers.LoadOrStore(key, cached{fm: fm, err: err})
 		return actual.(cached).fm, actual.(cached).err

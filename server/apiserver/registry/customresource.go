@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
@@ -13,6 +14,7 @@ import (
 	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
 	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
 	"k8s.io/apiextensions-apiserver/pkg/registry/customresource"
 	"k8s.io/apiextensions-apiserver/pkg/registry/customresource/tableconvertor"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,7 +23,9 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/kube-openapi/pkg/spec3"
 )
 
 // Custom is what a resource served from a CRD carries beyond a built-in's.
@@ -35,6 +39,9 @@ type Custom struct {
 	StorageVersion string
 	// Terminating: the CRD is being deleted, and new objects are refused.
 	Terminating bool
+	// TypeConverter is the kind's schema for server-side apply and
+	// managedFields, built on first use (nil: fields are deduced).
+	TypeConverter func() managedfields.TypeConverter
 	// Prune drops the fields the schema does not declare from a decoded
 	// object and names them ("spec.bogus"), for the request's
 	// fieldValidation: custom objects decode without a Go type that
@@ -186,7 +193,8 @@ func customResource(crd *apiextensionsv1.CustomResourceDefinition, v apiextensio
 			return table.ConvertToTable(context.Background(), obj, nil)
 		},
 		Custom: &Custom{CRD: crd.Name, UID: crd.UID, StorageVersion: storageVersion,
-			Terminating: apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Terminating),
+			Terminating:   apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Terminating),
+			TypeConverter: sync.OnceValue(func() managedfields.TypeConverter { return applySchema(crd) }),
 			Prune: func(obj runtime.Object) []string {
 				u, ok := obj.(*unstructured.Unstructured)
 				if !ok || structural == nil || preserve {
@@ -272,4 +280,27 @@ func customScale(sc *apiextensions.CustomResourceSubresourceScale) *Scale {
 			_ = unstructured.SetNestedField(u.Object, int64(n), path(sc.SpecReplicasPath)...)
 		},
 	}
+}
+
+// applySchema is upstream's apply models of a CRD (every version's
+// OpenAPI schema, merged), as its CRD handler builds them; nil when the
+// CRD has none or they do not convert, and fields are then deduced.
+func applySchema(crd *apiextensionsv1.CustomResourceDefinition) managedfields.TypeConverter {
+	var specs []*spec3.OpenAPI
+	for _, v := range crd.Spec.Versions {
+		s, err := builder.BuildOpenAPIV3(crd, v.Name, builder.Options{})
+		if err != nil {
+			return nil
+		}
+		specs = append(specs, s)
+	}
+	merged, err := builder.MergeSpecsV3(specs...)
+	if err != nil || merged.Components == nil {
+		return nil
+	}
+	tc, err := managedfields.NewTypeConverter(merged.Components.Schemas, crd.Spec.PreserveUnknownFields)
+	if err != nil {
+		return nil
+	}
+	return tc
 }
