@@ -188,7 +188,7 @@ func (c *crdServing) serve(crd *apiextensionsv1.CustomResourceDefinition, old *c
 			}
 			var st objectStore = next.store
 			if r.GVR.Version != storageVersion {
-				st = versionStore(next.store, r.GVK(), storageGVK)
+				st = versionStore(next.store, r.GVK(), storageGVK, r.Default)
 			}
 			t.serve(&served{Resource: r, store: st})
 			next.gvrs = append(next.gvrs, r.GVR)
@@ -252,17 +252,22 @@ func (c *crdServing) establish(name string, uid types.UID) {
 }
 
 // versionStore serves one version of a CRD from its storage version's
-// store: with conversion None, versions differ only in apiVersion.
-func versionStore(st *storage.Store, served, stored schema.GroupVersionKind) objectStore {
-	set := func(gvk schema.GroupVersionKind) func(runtime.Object) runtime.Object {
+// store: with conversion None, versions differ only in apiVersion, and an
+// object read through a version is then pruned and defaulted by that
+// version's schema (def), as upstream's converting codec does.
+func versionStore(st *storage.Store, served, stored schema.GroupVersionKind, def func(runtime.Object)) objectStore {
+	set := func(gvk schema.GroupVersionKind, def func(runtime.Object)) func(runtime.Object) runtime.Object {
 		return func(obj runtime.Object) runtime.Object {
 			// Objects from the watch cache are shared: copy before setting.
 			out := obj.DeepCopyObject()
 			out.GetObjectKind().SetGroupVersionKind(gvk)
+			if def != nil {
+				def(out)
+			}
 			return out
 		}
 	}
-	return convertingStore{Store: st, to: set(stored), from: set(served)}
+	return convertingStore{Store: st, to: set(stored, nil), from: set(served, def)}
 }
 
 // sortCustomVersions orders the custom group-versions after the built-in

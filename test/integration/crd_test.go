@@ -503,12 +503,27 @@ func TestCRDRestartScopeAndBuiltins(t *testing.T) {
 	crd.Name = "gadgets.example.com"
 	crd.Spec.Scope = apiextensionsv1.ClusterScoped
 	crd.Spec.Names = apiextensionsv1.CustomResourceDefinitionNames{Plural: "gadgets", Kind: "Gadget"}
+	// v1beta1 defaults a field v1 does not: reads through v1beta1 have it.
+	beta := crd.Spec.Versions[1].Schema.OpenAPIV3Schema.Properties["spec"]
+	color := beta.Properties["color"]
+	color.Default = &apiextensionsv1.JSON{Raw: []byte(`"blue"`)}
+	beta.Properties["color"] = color
+	crd.Spec.Versions[1].Schema.OpenAPIV3Schema.Properties["spec"] = beta
 	createEstablished(t, s, crd)
 	gadgets := s.dynamic().Resource(schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gadgets"})
 	g := widget("g1", map[string]interface{}{"size": int64(2)})
 	g.SetKind("Gadget")
 	if _, err := gadgets.Create(ctx, g, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create cluster-scoped: %v", err)
+	}
+	for version, want := range map[string]string{"v1": "", "v1beta1": "blue"} {
+		got, err := s.dynamic().Resource(schema.GroupVersionResource{Group: "example.com", Version: version, Resource: "gadgets"}).Get(ctx, "g1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("get through %s: %v", version, err)
+		}
+		if c, _, _ := unstructured.NestedString(got.Object, "spec", "color"); c != want {
+			t.Errorf("spec.color through %s: %q, want %q", version, c, want)
+		}
 	}
 
 	// A CRD naming storageclasses.storage.k8s.io: the built-in stays what
