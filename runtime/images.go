@@ -20,12 +20,15 @@ import (
 	"github.com/distribution/reference"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kelp-project/kelp/dirwatch"
 )
 
 // Snapshotter is the snapshotter images are unpacked for.
 const Snapshotter = "overlayfs"
 
-// imageDirInterval is how often WatchImageDir looks for new archives.
+// imageDirInterval is how often WatchImageDir looks for new archives when
+// it cannot watch the directory.
 var imageDirInterval = 2 * time.Second
 
 // Image is what the container builder needs from the image config.
@@ -214,16 +217,31 @@ func (r *Runtime) ImportDir(ctx context.Context, dir string) error {
 	return nil
 }
 
-// WatchImageDir imports the archives in dir at once and then every 2 s until
-// ctx ends (k3s's air-gap images directory).
+// WatchImageDir imports the archives in dir at once, then again whenever a
+// file there is closed after writing, renamed in or linked, until ctx ends
+// (k3s's air-gap images directory). inotify rather than polling: an idle
+// node wakes for nothing, and an archive still being copied is not read
+// half-written. Where inotify is unavailable (its per-user limits
+// reached), it looks every imageDirInterval instead.
 func (r *Runtime) WatchImageDir(ctx context.Context, dir string) {
-	t := time.NewTicker(imageDirInterval)
-	defer t.Stop()
 	defer func() {
 		importedMu.Lock()
 		delete(imported, r)
 		importedMu.Unlock()
 	}()
+	// One loop for both ways: nil channels never fire.
+	var changed, lost <-chan struct{}
+	var tick <-chan time.Time
+	w, err := dirwatch.New(dir)
+	if err != nil {
+		logrus.Warnf("images: %v; looking at %s every %s instead", err, dir, imageDirInterval)
+		t := time.NewTicker(imageDirInterval)
+		defer t.Stop()
+		tick = t.C
+	} else {
+		defer w.Close()
+		changed, lost = w.C, w.Lost
+	}
 	for {
 		if err := r.ImportDir(ctx, dir); err != nil && ctx.Err() == nil {
 			logrus.Errorf("images: %s: %v", dir, err)
@@ -231,7 +249,12 @@ func (r *Runtime) WatchImageDir(ctx context.Context, dir string) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-lost:
+			if err := w.Rewatch(); err != nil {
+				logrus.Errorf("images: watching %s again: %v", dir, err)
+			}
+		case <-changed:
+		case <-tick:
 		}
 	}
 }

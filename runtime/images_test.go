@@ -368,12 +368,9 @@ func TestImageImportDir(t *testing.T) {
 		}
 	}
 
-	// A new archive appears: the watcher picks it up.
+	// A new archive appears: the watcher (inotify) picks it up.
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	old := imageDirInterval
-	imageDirInterval = 100 * time.Millisecond
-	t.Cleanup(func() { imageDirInterval = old })
 	done := make(chan struct{})
 	go func() { r.WatchImageDir(wctx, dir); close(done) }()
 	imgTestTar(t, filepath.Join(dir, "c.tgz"), imgTestArchive{name: "docker.io/kelp-test/c:1", cmd: []string{"c"}, file: "c\n"}, true)

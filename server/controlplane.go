@@ -30,6 +30,7 @@ import (
 	"github.com/kelp-project/kelp/server/controllers/pvcprotection"
 	"github.com/kelp-project/kelp/server/controllers/pvprotection"
 	"github.com/kelp-project/kelp/server/controllers/replicaset"
+	"github.com/kelp-project/kelp/server/controllers/replication"
 	"github.com/kelp-project/kelp/server/controllers/serviceaccount"
 	"github.com/kelp-project/kelp/server/controllers/servicelb"
 	"github.com/kelp-project/kelp/server/controllers/statefulset"
@@ -81,6 +82,7 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 		}
 		go ipam.Run(ctx)
 		go replicaset.New(t.Client, t.Informer, t.Recorder("replicaset-controller")).Run(ctx, 5)
+		go replication.New(t.Client, t.Informer, t.Recorder("replication-controller")).Run(ctx, 5)
 		go deployment.New(t.Client, t.Informer, t.Recorder("deployment-controller")).Run(ctx, 5)
 		go daemonset.New(t.Client, t.Informer, t.Recorder("daemonset-controller")).Run(ctx, 2)
 		go statefulset.New(t.Client, t.Informer, t.Recorder("statefulset-controller")).Run(ctx, 5)

@@ -2,6 +2,7 @@ package kubelet
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -19,9 +20,21 @@ import (
 
 // containerID names a container instance: unique per pod, container and
 // attempt, so a restart never collides with the instance it replaces.
+// containerd refuses identifiers longer than 76 characters, which a pod
+// UID (36) and a container name (up to 63) can exceed: then the name is
+// replaced by a hash of it. Nothing reads the name back from the ID (the
+// kubelet finds its containers by their labels).
 func containerID(pod *corev1.Pod, name string, attempt int) string {
-	return fmt.Sprintf("%s-%s-%d", pod.UID, name, attempt)
+	id := fmt.Sprintf("%s-%s-%d", pod.UID, name, attempt)
+	if len(id) <= maxContainerIDLen {
+		return id
+	}
+	sum := sha256.Sum256([]byte(name))
+	return fmt.Sprintf("%s-%x-%d", pod.UID, sum[:8], attempt)
 }
+
+// maxContainerIDLen is containerd's limit on identifiers.
+const maxContainerIDLen = 76
 
 // logPath is upstream's layout: /var/log/pods/<ns>_<name>_<uid>/<container>/<restart>.log
 func (k *Kubelet) logPath(pod *corev1.Pod, name string, attempt int) string {

@@ -239,7 +239,7 @@ func (w *podWorker) sync(pod *corev1.Pod, gone bool) bool {
 		w.failPastDeadline(ctx, pod)
 		return false
 	}
-	if err := w.ensureSandbox(pod); err != nil {
+	if err := w.ensureSandbox(ctx, pod); err != nil {
 		w.k.event(pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
 		w.postStatus(ctx, pod, inst)
 		return false
@@ -261,9 +261,12 @@ func (w *podWorker) sync(pod *corev1.Pod, gone bool) bool {
 	return false
 }
 
-func (w *podWorker) ensureSandbox(pod *corev1.Pod) error {
+func (w *podWorker) ensureSandbox(ctx context.Context, pod *corev1.Pod) error {
 	if w.netnsPath != "" && !pod.Spec.HostNetwork {
 		return nil
+	}
+	if err := w.k.checkRuntimeHandler(ctx, pod); err != nil {
+		return err
 	}
 	if err := w.k.writePodFiles(pod); err != nil {
 		return err

@@ -66,6 +66,14 @@ func Tail(path string, lines, maxBytes int) string {
 		ring = append(ring, cur)
 		cur = nil
 	}
+	if len(cur) > 0 {
+		// Output that ended without a newline (the shim's pipe closed
+		// mid-line) is the tail's last line, as it was written.
+		if len(ring) == lines {
+			ring = append(ring[:0:0], ring[1:]...)
+		}
+		ring = append(ring, cur)
+	}
 	out := bytes.Join(ring, nil)
 	if len(out) > maxBytes {
 		out = out[len(out)-maxBytes:]

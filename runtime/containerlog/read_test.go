@@ -33,6 +33,21 @@ func TestTail(t *testing.T) {
 	if got := Tail(path, 80, 20); got != strings.Repeat("x", 19)+"\n" {
 		t.Errorf("Tail cut to 20 bytes: %q", got)
 	}
+	// Output without a final newline ends in a P line: it is still the
+	// last line (conformance: `echo -n DONE; false` gives "DONE").
+	path2 := filepath.Join(t.TempDir(), "1.log")
+	f2, err := os.Create(path2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyCRI(f2, strings.NewReader("first\nDONE"), "stdout", time.Now)
+	f2.Close()
+	if got := Tail(path2, 80, 2048); got != "first\nDONE" {
+		t.Errorf("a last line without a newline: %q", got)
+	}
+	if got := Tail(path2, 1, 2048); got != "DONE" {
+		t.Errorf("the last line without a newline, alone: %q", got)
+	}
 	if got := Tail(filepath.Join(t.TempDir(), "missing.log"), 80, 2048); got != "" {
 		t.Errorf("missing file: %q", got)
 	}

@@ -21,7 +21,7 @@ import (
 // already grants: list and watch of Nodes, delete of Secrets.
 func kelpControllers() map[string]bool {
 	return map[string]bool{
-		"deployment-controller": true, "replicaset-controller": true,
+		"deployment-controller": true, "replicaset-controller": true, "replication-controller": true,
 		"service-account-controller": true, "root-ca-cert-publisher": true,
 		"namespace-controller": true, "generic-garbage-collector": true,
 		"endpoint-controller": true, "endpointslice-controller": true,

@@ -33,6 +33,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	events "k8s.io/client-go/tools/record"
+
+	"github.com/kelp-project/kelp/dirwatch"
 )
 
 // FieldManager is the manager of the fields the manifests set.
@@ -87,7 +89,7 @@ func Start(ctx context.Context, rc *rest.Config, dir string) (wait func(), err e
 	}
 	// The watch comes first: a file written during the first pass is
 	// seen by the next.
-	w, err := watchDir(dir)
+	w, err := dirwatch.New(dir)
 	if err != nil {
 		stopEvents()
 		return nil, err
@@ -157,7 +159,7 @@ func (d *Deployer) load(ctx context.Context) error {
 	return nil
 }
 
-func (d *Deployer) run(ctx context.Context, w *watcher) {
+func (d *Deployer) run(ctx context.Context, w *dirwatch.Watcher) {
 	for {
 		var due <-chan time.Time
 		var timer *time.Timer
@@ -167,8 +169,8 @@ func (d *Deployer) run(ctx context.Context, w *watcher) {
 		}
 		select {
 		case <-ctx.Done():
-		case <-w.lost:
-			if err := w.rewatch(); err != nil {
+		case <-w.Lost:
+			if err := w.Rewatch(); err != nil {
 				logrus.WithError(err).Errorf("manifests: watching %s again", d.dir)
 			}
 		case <-w.C:

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"reflect"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -70,9 +71,22 @@ func TestScaleAccessors(t *testing.T) {
 			}
 		})
 	}
-	// Only these three kinds have /scale.
+	// A ReplicationController's map selector reads as matchLabels (what
+	// kubectl scale and the HPA are given as status.selector).
+	rcScale := served(t, "", "replicationcontrollers").Scale
+	rc := &corev1.ReplicationController{Spec: corev1.ReplicationControllerSpec{Selector: map[string]string{"app": "web"}},
+		Status: corev1.ReplicationControllerStatus{Replicas: 2}}
+	if spec, status, gotSel := rcScale.Replicas(rc); spec != 1 || status != 2 || !reflect.DeepEqual(gotSel, sel) {
+		t.Errorf("ReplicationController: Replicas = %d, %d, %v; want 1, 2, %v", spec, status, gotSel, sel)
+	}
+	rcScale.SetReplicas(rc, 4)
+	if r := rc.Spec.Replicas; r == nil || *r != 4 {
+		t.Errorf("ReplicationController: SetReplicas(4) wrote %v", r)
+	}
+	// Only these four kinds have /scale.
 	for _, r := range All(Options{}) {
-		want := r.GVR.Group == "apps" && (r.GVR.Resource == "deployments" || r.GVR.Resource == "replicasets" || r.GVR.Resource == "statefulsets")
+		want := r.GVR.Group == "apps" && (r.GVR.Resource == "deployments" || r.GVR.Resource == "replicasets" || r.GVR.Resource == "statefulsets") ||
+			r.GVR.Group == "" && r.GVR.Resource == "replicationcontrollers"
 		if (r.Scale != nil) != want {
 			t.Errorf("%s: has /scale = %v, want %v", r.GVR, r.Scale != nil, want)
 		}

@@ -4,6 +4,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -56,6 +57,37 @@ func ingresses() *Resource {
 		New: func() runtime.Object { return &networkingv1.Ingress{} }, NewList: func() runtime.Object { return &networkingv1.IngressList{} },
 		Status:   true,
 		Strategy: plainStrategy(NoDefaults, validator(validation.Ingress)),
+	}
+}
+
+// ingressClasses: the class an Ingress names; the default one (annotated
+// ingressclass.kubernetes.io/is-default-class) is given at admission to
+// an Ingress that names none.
+func ingressClasses() *Resource {
+	return &Resource{
+		GVR: gvr("networking.k8s.io", "v1", "ingressclasses"), Kind: "IngressClass", Singular: "ingressclass",
+		New: func() runtime.Object { return &networkingv1.IngressClass{} }, NewList: func() runtime.Object { return &networkingv1.IngressClassList{} },
+		Strategy: Strategy{
+			Default:              defaulter(defaults.IngressClass),
+			Validate:             validator(validation.IngressClass),
+			ValidateUpdate:       updateValidator(validation.IngressClassUpdate),
+			ValidateStatusUpdate: metaUpdate,
+		},
+	}
+}
+
+// runtimeClasses: pods naming one get its overhead and scheduling at
+// admission; the kubelet runs only the default handler.
+func runtimeClasses() *Resource {
+	return &Resource{
+		GVR: gvr("node.k8s.io", "v1", "runtimeclasses"), Kind: "RuntimeClass", Singular: "runtimeclass",
+		New: func() runtime.Object { return &nodev1.RuntimeClass{} }, NewList: func() runtime.Object { return &nodev1.RuntimeClassList{} },
+		Strategy: Strategy{
+			Default:              NoDefaults,
+			Validate:             validator(validation.RuntimeClass),
+			ValidateUpdate:       updateValidator(validation.RuntimeClassUpdate),
+			ValidateStatusUpdate: metaUpdate,
+		},
 	}
 }
 

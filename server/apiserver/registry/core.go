@@ -1,7 +1,10 @@
 package registry
 
 import (
+	"strconv"
+
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -106,6 +109,37 @@ func resourceQuotas() *Resource {
 			Validate:             validator(validation.ResourceQuota),
 			ValidateUpdate:       genericUpdate(validator(validation.ResourceQuota)),
 			ValidateStatusUpdate: updateValidator(validation.ResourceQuotaStatusUpdate),
+		},
+	}
+}
+
+func podTemplates() *Resource {
+	return &Resource{
+		GVR: gvr("", "v1", "podtemplates"), Kind: "PodTemplate", Singular: "podtemplate", Namespaced: true,
+		New: func() runtime.Object { return &corev1.PodTemplate{} }, NewList: func() runtime.Object { return &corev1.PodTemplateList{} },
+		Strategy: plainStrategy(defaulter(defaults.PodTemplate), validator(validation.PodTemplate)),
+	}
+}
+
+// replicationControllers: the ReplicaSet controller runs over them too
+// (server/controllers/replication). Unlike a ReplicaSet's, the selector
+// may change: upstream's update rule is the create rule.
+func replicationControllers() *Resource {
+	return &Resource{
+		GVR: gvr("", "v1", "replicationcontrollers"), Kind: "ReplicationController", Singular: "replicationcontroller", ShortNames: []string{"rc"}, Categories: []string{"all"}, Namespaced: true,
+		New: func() runtime.Object { return &corev1.ReplicationController{} }, NewList: func() runtime.Object { return &corev1.ReplicationControllerList{} },
+		Status: true,
+		Scale: replicasScale(func(o *corev1.ReplicationController) (*int32, int32, *metav1.LabelSelector) {
+			return o.Spec.Replicas, o.Status.Replicas, &metav1.LabelSelector{MatchLabels: o.Spec.Selector}
+		}, func(o *corev1.ReplicationController, n *int32) { o.Spec.Replicas = n }),
+		Fields: func(o runtime.Object) fields.Set {
+			return fields.Set{"status.replicas": strconv.Itoa(int(o.(*corev1.ReplicationController).Status.Replicas))}
+		},
+		Strategy: Strategy{
+			Default:              defaulter(defaults.ReplicationController),
+			Validate:             validator(validation.ReplicationController),
+			ValidateUpdate:       genericUpdate(validator(validation.ReplicationController)),
+			ValidateStatusUpdate: updateValidator(validation.ReplicationControllerStatusUpdate),
 		},
 	}
 }

@@ -19,6 +19,7 @@ func All(opts Options) []*Resource {
 		// core/v1
 		namespaces(), pods(), services(opts.Services), endpoints(), configMaps(), secrets(), serviceAccounts(),
 		nodes(), coreEventsResource(), persistentVolumeClaims(), persistentVolumes(), limitRanges(), resourceQuotas(),
+		podTemplates(), replicationControllers(),
 		// apps/v1
 		deployments(), replicaSets(), statefulSets(), daemonSets(), controllerRevisions(),
 		// batch/v1
@@ -28,7 +29,9 @@ func All(opts Options) []*Resource {
 		// rbac.authorization.k8s.io/v1
 		roles(), roleBindings(), clusterRoles(), clusterRoleBindings(),
 		// networking.k8s.io/v1
-		ingresses(), networkPolicies(),
+		ingresses(), ingressClasses(), networkPolicies(),
+		// node.k8s.io/v1
+		runtimeClasses(),
 		// authentication.k8s.io/v1 and authorization.k8s.io/v1: reviews.
 		tokenReviews(), selfSubjectReviews(), selfSubjectAccessReviews(), selfSubjectRulesReviews(), subjectAccessReviews(), localSubjectAccessReviews(),
 		// storage.k8s.io/v1

@@ -10,6 +10,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
@@ -80,6 +81,8 @@ func Validate(obj runtime.Object) field.ErrorList {
 		return Ingress(o)
 	case *networkingv1.IngressClass:
 		return IngressClass(o)
+	case *nodev1.RuntimeClass:
+		return RuntimeClass(o)
 
 	case *rbacv1.Role:
 		return Role(o)
@@ -152,6 +155,8 @@ func ValidateUpdate(obj, old runtime.Object) field.ErrorList {
 
 	case *discoveryv1.EndpointSlice:
 		return EndpointSliceUpdate(o, old.(*discoveryv1.EndpointSlice))
+	case *nodev1.RuntimeClass:
+		return RuntimeClassUpdate(o, old.(*nodev1.RuntimeClass))
 	case *networkingv1.IngressClass:
 		errs := GenericUpdate(o, old, Validate)
 		return append(errs, validateImmutable(o.Spec.Controller, old.(*networkingv1.IngressClass).Spec.Controller, specPath.Child("controller"))...)

@@ -411,7 +411,9 @@ func validateReplicationControllerSpec(spec *corev1.ReplicationControllerSpec) f
 }
 
 func validateReplicationControllerStatus(s *corev1.ReplicationControllerStatus) field.ErrorList {
-	return validateReplicaSetCounters(s.Replicas, s.FullyLabeledReplicas, s.ReadyReplicas, s.AvailableReplicas, s.ObservedGeneration)
+	allErrs := validateReplicaSetCounters(s.Replicas, s.FullyLabeledReplicas, s.ReadyReplicas, s.AvailableReplicas, s.ObservedGeneration)
+	return append(allErrs, validateReplicaCountBounds(s.Replicas, s.ReadyReplicas, s.AvailableReplicas, "cannot be greater than readyReplicas",
+		replicaCount{"fullyLabeledReplicas", s.FullyLabeledReplicas}, replicaCount{"readyReplicas", s.ReadyReplicas}, replicaCount{"availableReplicas", s.AvailableReplicas})...)
 }
 
 func PodTemplate(pt *corev1.PodTemplate) field.ErrorList {

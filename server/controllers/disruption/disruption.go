@@ -57,6 +57,7 @@ type Controller struct {
 	rsLister  appslisters.ReplicaSetLister
 	dLister   appslisters.DeploymentLister
 	ssLister  appslisters.StatefulSetLister
+	rcLister  corelisters.ReplicationControllerLister
 	synced    []cache.InformerSynced
 
 	queue workqueue.TypedRateLimitingInterface[string]
@@ -74,12 +75,13 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 	rsInf := factory.Apps().V1().ReplicaSets()
 	dInf := factory.Apps().V1().Deployments()
 	ssInf := factory.Apps().V1().StatefulSets()
+	rcInf := factory.Core().V1().ReplicationControllers()
 	c := &Controller{
 		client: client, factory: factory, recorder: recorder,
 		pdbLister: pdbInf.Lister(), podLister: podInf.Lister(),
-		rsLister: rsInf.Lister(), dLister: dInf.Lister(), ssLister: ssInf.Lister(),
+		rsLister: rsInf.Lister(), dLister: dInf.Lister(), ssLister: ssInf.Lister(), rcLister: rcInf.Lister(),
 		synced: []cache.InformerSynced{pdbInf.Informer().HasSynced, podInf.Informer().HasSynced,
-			rsInf.Informer().HasSynced, dInf.Informer().HasSynced, ssInf.Informer().HasSynced},
+			rsInf.Informer().HasSynced, dInf.Informer().HasSynced, ssInf.Informer().HasSynced, rcInf.Informer().HasSynced},
 		queue: controllers.NewQueue("disruption"),
 		stale: controllers.NewQueue("disruption_recheck_stale_pod"),
 		now:   time.Now,
@@ -340,8 +342,8 @@ func expectedScale(pods []*corev1.Pod, scaleOf ScaleFunc) (int32, []string, erro
 
 // scaleOf resolves a pod's controller as upstream's finders: a
 // ReplicaSet a Deployment owns counts as that Deployment; a ReplicaSet or
-// StatefulSet of its own counts as itself. ReplicationControllers and
-// custom scale subresources are not served by kelp.
+// StatefulSet or ReplicationController of its own counts as itself.
+// Custom scale subresources are not served by kelp.
 func (c *Controller) scaleOf(ns string, ref *metav1.OwnerReference) (types.UID, int32, bool) {
 	group := func(apiVersion string) string {
 		gv, err := schema.ParseGroupVersion(apiVersion)
@@ -370,6 +372,12 @@ func (c *Controller) scaleOf(ns string, ref *metav1.OwnerReference) (types.UID, 
 			return "", 0, false
 		}
 		return ss.UID, replicas(ss.Spec.Replicas), true
+	case ref.Kind == "ReplicationController" && group(ref.APIVersion) == "":
+		rc, err := c.rcLister.ReplicationControllers(ns).Get(ref.Name)
+		if err != nil || rc.UID != ref.UID {
+			return "", 0, false
+		}
+		return rc.UID, replicas(rc.Spec.Replicas), true
 	}
 	return "", 0, false
 }

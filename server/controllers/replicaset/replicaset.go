@@ -4,7 +4,9 @@
 // namespace/name keys, and sync compares the desired count with the
 // observed pods and takes one step (adopt/release, create or delete, write
 // status). Expectations stop a burst of stale watch events from causing
-// duplicate creates or deletes.
+// duplicate creates or deletes. The same controller keeps the pods of
+// ReplicationControllers, which it sees as ReplicaSets through a Kind
+// (server/controllers/replication), as upstream does.
 package replicaset
 
 import (
@@ -23,7 +25,6 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -45,15 +46,13 @@ const (
 	FailedDeleteReason     = "FailedDelete"
 )
 
-var controllerKind = apps.SchemeGroupVersion.WithKind("ReplicaSet")
-
 // Controller is the ReplicaSet controller.
 type Controller struct {
 	client   kubernetes.Interface
 	factory  informers.SharedInformerFactory
 	recorder record.EventRecorder
 
-	rsLister  appslisters.ReplicaSetLister
+	kind      *Kind
 	podLister corelisters.PodLister
 	rsSynced  cache.InformerSynced
 	podSynced cache.InformerSynced
@@ -68,37 +67,47 @@ type Controller struct {
 // New wires the controller to the factory's ReplicaSet and Pod informers.
 // Run starts the factory (idempotent) and waits for its caches.
 func New(client kubernetes.Interface, factory informers.SharedInformerFactory, recorder record.EventRecorder) *Controller {
-	rsInf := factory.Apps().V1().ReplicaSets()
+	return NewForKind(client, factory, recorder, ReplicaSets(client, factory))
+}
+
+// NewForKind wires the controller to the kind's informer and the
+// factory's Pod informer.
+func NewForKind(client kubernetes.Interface, factory informers.SharedInformerFactory, recorder record.EventRecorder, kind *Kind) *Controller {
 	podInf := factory.Core().V1().Pods()
 	c := &Controller{
 		client:       client,
 		factory:      factory,
 		recorder:     recorder,
-		rsLister:     rsInf.Lister(),
+		kind:         kind,
 		podLister:    podInf.Lister(),
-		rsSynced:     rsInf.Informer().HasSynced,
+		rsSynced:     kind.Informer.HasSynced,
 		podSynced:    podInf.Informer().HasSynced,
-		queue:        controllers.NewQueue("replicaset"),
+		queue:        controllers.NewQueue(kind.Name),
 		expectations: controllers.NewExpectations(nil),
 		now:          time.Now,
 	}
 	c.pods = &controllers.PodOwners[*apps.ReplicaSet]{
-		Name:         "replicaset",
-		Queue:        c.queue,
-		Expectations: c.expectations,
-		Get:          func(ns, name string) (*apps.ReplicaSet, error) { return c.rsLister.ReplicaSets(ns).Get(name) },
-		Resolve:      c.resolveControllerRef,
-		List: func(ns string) ([]*apps.ReplicaSet, error) {
-			return c.rsLister.ReplicaSets(ns).List(labels.Everything())
-		},
+		Name:            kind.Name,
+		Queue:           c.queue,
+		Expectations:    c.expectations,
+		Get:             kind.Get,
+		Resolve:         c.resolveControllerRef,
+		List:            kind.List,
 		Selector:        func(rs *apps.ReplicaSet) *metav1.LabelSelector { return rs.Spec.Selector },
 		MinReadySeconds: func(rs *apps.ReplicaSet) int32 { return rs.Spec.MinReadySeconds },
 		Deleting:        c.deletingPod,
 	}
-	_, _ = rsInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, _ = kind.Informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { c.enqueueRS(obj) },
 		UpdateFunc: func(_, cur interface{}) { c.enqueueRS(cur) },
-		DeleteFunc: c.pods.DeleteOwner,
+		DeleteFunc: func(obj interface{}) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if rs, ok := kind.Convert(obj); ok {
+				c.pods.DeleteOwner(rs)
+			}
+		},
 	})
 	_, _ = podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.pods.AddPod,
@@ -112,7 +121,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 // ctx is done. It returns once the workers have stopped.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	c.factory.Start(ctx.Done())
-	loop := controllers.Loop{Name: "replicaset", Queue: c.queue, Synced: []cache.InformerSynced{c.rsSynced, c.podSynced}, Sync: c.sync}
+	loop := controllers.Loop{Name: c.kind.Name, Queue: c.queue, Synced: []cache.InformerSynced{c.rsSynced, c.podSynced}, Sync: c.sync}
 	loop.Run(ctx, workers)
 }
 
@@ -130,10 +139,10 @@ func (c *Controller) enqueueRS(obj interface{}) {
 // resolveControllerRef returns the cached ReplicaSet a controller ref points
 // at, or nil if it is not one of ours (kind, name and UID must match).
 func (c *Controller) resolveControllerRef(ns string, ref *metav1.OwnerReference) *apps.ReplicaSet {
-	if ref.Kind != controllerKind.Kind {
+	if ref.Kind != c.kind.GVK.Kind {
 		return nil
 	}
-	rs, err := c.rsLister.ReplicaSets(ns).Get(ref.Name)
+	rs, err := c.kind.Get(ns, ref.Name)
 	if err != nil || rs.UID != ref.UID {
 		return nil
 	}
@@ -209,9 +218,9 @@ func replicasOf(rs *apps.ReplicaSet) int32 {
 // match, and returns the active pods this ReplicaSet controls.
 func (c *Controller) claimPods(ctx context.Context, rs *apps.ReplicaSet, sel labels.Selector, pods []*v1.Pod) ([]*v1.Pod, error) {
 	claim := &controllers.PodClaim{
-		Client: c.client, Owner: rs, Kind: controllerKind, Selector: sel,
-		CanAdopt: controllers.RecheckOwner(rs, controllerKind.Kind, func() (metav1.Object, error) {
-			return c.client.AppsV1().ReplicaSets(rs.Namespace).Get(ctx, rs.Name, metav1.GetOptions{})
+		Client: c.client, Owner: rs, Kind: c.kind.GVK, Selector: sel,
+		CanAdopt: controllers.RecheckOwner(rs, c.kind.GVK.Kind, func() (metav1.Object, error) {
+			return c.kind.GetLive(ctx, rs.Namespace, rs.Name)
 		}),
 	}
 	return claim.Claim(ctx, pods)
@@ -310,7 +319,7 @@ func (c *Controller) podFromTemplate(rs *apps.ReplicaSet) *v1.Pod {
 			Labels:       map[string]string{},
 			Annotations:  map[string]string{},
 			OwnerReferences: []metav1.OwnerReference{
-				*metav1.NewControllerRef(rs, controllerKind),
+				*metav1.NewControllerRef(rs, c.kind.GVK),
 			},
 		},
 		Spec: *t.Spec.DeepCopy(),
@@ -342,10 +351,10 @@ func (c *Controller) createPod(ctx context.Context, rs *apps.ReplicaSet) error {
 			c.expectations.CreationsObserved(key, 1)
 			return nil
 		}
-		c.recorder.Eventf(rs, v1.EventTypeWarning, FailedCreateReason, "Error creating: %v", err)
+		c.recorder.Eventf(c.kind.EventObject(rs), v1.EventTypeWarning, FailedCreateReason, "Error creating: %v", err)
 		return err
 	}
-	c.recorder.Eventf(rs, v1.EventTypeNormal, SuccessfulCreateReason, "Created pod: %v", created.Name)
+	c.recorder.Eventf(c.kind.EventObject(rs), v1.EventTypeNormal, SuccessfulCreateReason, "Created pod: %v", created.Name)
 	return nil
 }
 
@@ -355,10 +364,10 @@ func (c *Controller) deletePodAPI(ctx context.Context, rs *apps.ReplicaSet, pod 
 		if apierrors.IsNotFound(err) {
 			return err
 		}
-		c.recorder.Eventf(rs, v1.EventTypeWarning, FailedDeleteReason, "Error deleting: %v", err)
+		c.recorder.Eventf(c.kind.EventObject(rs), v1.EventTypeWarning, FailedDeleteReason, "Error deleting: %v", err)
 		return fmt.Errorf("unable to delete pods: %w", err)
 	}
-	c.recorder.Eventf(rs, v1.EventTypeNormal, SuccessfulDeleteReason, "Deleted pod: %v", pod.Name)
+	c.recorder.Eventf(c.kind.EventObject(rs), v1.EventTypeNormal, SuccessfulDeleteReason, "Deleted pod: %v", pod.Name)
 	return nil
 }
 
@@ -417,6 +426,9 @@ func (c *Controller) calculateStatus(rs *apps.ReplicaSet, pods []*v1.Pod, termin
 // updateStatus writes status through the status subresource only when it
 // changed, retrying once against a fresh copy on conflict.
 func (c *Controller) updateStatus(ctx context.Context, rs *apps.ReplicaSet, st apps.ReplicaSetStatus) (*apps.ReplicaSet, error) {
+	if c.kind.Unstored != nil {
+		c.kind.Unstored(&st)
+	}
 	if apiequality.Semantic.DeepEqual(rs.Status, st) {
 		return rs, nil
 	}
@@ -425,12 +437,12 @@ func (c *Controller) updateStatus(ctx context.Context, rs *apps.ReplicaSet, st a
 	for attempt := 0; attempt < 2; attempt++ {
 		cur.Status = st
 		cur.Status.ObservedGeneration = cur.Generation
-		updated, err := c.client.AppsV1().ReplicaSets(cur.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		updated, err := c.kind.UpdateStatus(ctx, cur)
 		if err == nil {
 			return updated, nil
 		}
 		lastErr = err
-		fresh, gerr := c.client.AppsV1().ReplicaSets(cur.Namespace).Get(ctx, cur.Name, metav1.GetOptions{})
+		fresh, gerr := c.kind.GetLive(ctx, cur.Namespace, cur.Name)
 		if gerr != nil {
 			return nil, err
 		}

@@ -171,7 +171,7 @@ func ownedPod(name string, rs *apps.ReplicaSet, lbls map[string]string) *v1.Pod 
 		Name: name, Namespace: ns, UID: types.UID("uid-" + name), Labels: lbls,
 	}}
 	if rs != nil {
-		p.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(rs, controllerKind)}
+		p.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(rs, apps.SchemeGroupVersion.WithKind("ReplicaSet"))}
 	}
 	return p
 }
@@ -484,7 +484,7 @@ func TestStatusCounts(t *testing.T) {
 	}
 	// Unchanged world: no second status write.
 	waitFor(t, "status in cache", func() bool {
-		r, err := e.ctrl.rsLister.ReplicaSets(ns).Get("web")
+		r, err := e.ctrl.kind.Get(ns, "web")
 		return err == nil && r.Status.ObservedGeneration == 4
 	})
 	before := e.countActions("update", "replicasets", "status")
@@ -541,7 +541,7 @@ func TestCreateFailureSlowStart(t *testing.T) {
 	// Only the 2 created pods are awaited; once seen, the next sync acts.
 	waitFor(t, "expectations satisfied", func() bool { return e.ctrl.expectations.Satisfied(key) })
 	waitFor(t, "status in cache", func() bool {
-		r, _ := e.ctrl.rsLister.ReplicaSets(ns).Get("web")
+		r, _ := e.ctrl.kind.Get(ns, "web")
 		return r != nil && len(r.Status.Conditions) == 1
 	})
 	failing.Store(false)

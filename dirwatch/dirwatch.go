@@ -1,4 +1,8 @@
-package manifests
+// Package dirwatch tells when the files of one directory change, through
+// inotify: kelp's watched directories (the manifests to deploy, the image
+// archives to import) cost nothing while nothing changes, where polling
+// would wake an idle node every few seconds.
+package dirwatch
 
 import (
 	"errors"
@@ -11,8 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// watcher tells, through C, that something in the manifests directory
-// changed. It uses inotify rather than polling: an idle kelp reads no
+// Watcher tells, through C, that something in its directory changed. It uses inotify rather than polling: an idle kelp reads no
 // directory and wakes no goroutine until a file is written.
 //
 // It reacts to files closed after writing, renamed in or out, and
@@ -20,7 +23,7 @@ import (
 // creation or modification of regular files: a file is read once its
 // writer has closed it, so a half-written manifest is never applied (and
 // never prunes the objects of its unwritten half).
-type watcher struct {
+type Watcher struct {
 	dir string
 	f   *os.File
 	fd  int
@@ -28,15 +31,16 @@ type watcher struct {
 	// C has room for one signal: changes that come while the last is
 	// being handled fold into one.
 	C chan struct{}
-	// lost gets a signal when the directory itself went (deleted or
-	// renamed), and with it the watch; rewatch restores it.
-	lost chan struct{}
+	// Lost gets a signal when the directory itself went (deleted or
+	// renamed), and with it the watch; Rewatch restores it.
+	Lost chan struct{}
 }
 
 const watchMask = unix.IN_CLOSE_WRITE | unix.IN_MOVED_TO | unix.IN_MOVED_FROM | unix.IN_DELETE |
 	unix.IN_CREATE | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR
 
-func watchDir(dir string) (*watcher, error) {
+// New watches dir, made if missing (mode 0700).
+func New(dir string) (*Watcher, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -46,7 +50,7 @@ func watchDir(dir string) (*watcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inotify: %w", err)
 	}
-	w := &watcher{dir: dir, fd: fd, f: os.NewFile(uintptr(fd), "inotify"), C: make(chan struct{}, 1), lost: make(chan struct{}, 1)}
+	w := &Watcher{dir: dir, fd: fd, f: os.NewFile(uintptr(fd), "inotify"), C: make(chan struct{}, 1), Lost: make(chan struct{}, 1)}
 	if err := w.add(); err != nil {
 		w.f.Close()
 		return nil, err
@@ -55,7 +59,7 @@ func watchDir(dir string) (*watcher, error) {
 	return w, nil
 }
 
-func (w *watcher) add() error {
+func (w *Watcher) add() error {
 	wd, err := unix.InotifyAddWatch(w.fd, w.dir, watchMask)
 	if err != nil {
 		return fmt.Errorf("inotify watch %s: %w", w.dir, err)
@@ -64,10 +68,10 @@ func (w *watcher) add() error {
 	return nil
 }
 
-// rewatch makes the directory again and watches it. A directory renamed
+// Rewatch makes the directory again and watches it. A directory renamed
 // away keeps its old watch, which is dropped (deleted, it is gone
 // already and the removal fails harmlessly).
-func (w *watcher) rewatch() error {
+func (w *Watcher) Rewatch() error {
 	_, _ = unix.InotifyRmWatch(w.fd, uint32(w.wd))
 	if err := os.MkdirAll(w.dir, 0o700); err != nil {
 		return err
@@ -75,9 +79,10 @@ func (w *watcher) rewatch() error {
 	return w.add()
 }
 
-func (w *watcher) Close() error { return w.f.Close() }
+// Close stops the watch; C gets no more signals.
+func (w *Watcher) Close() error { return w.f.Close() }
 
-func (w *watcher) read() {
+func (w *Watcher) read() {
 	buf := make([]byte, 64*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
 	for {
 		n, err := w.f.Read(buf)
@@ -91,7 +96,7 @@ func (w *watcher) read() {
 		}
 		changed, lost := w.parse(buf[:n])
 		if lost {
-			signal(w.lost)
+			signal(w.Lost)
 		}
 		if changed {
 			signal(w.C)
@@ -101,7 +106,7 @@ func (w *watcher) read() {
 
 // parse reads a batch of inotify events: whether a file that matters
 // changed, and whether the watch was lost.
-func (w *watcher) parse(b []byte) (changed, lost bool) {
+func (w *Watcher) parse(b []byte) (changed, lost bool) {
 	for len(b) >= unix.SizeofInotifyEvent {
 		ev := (*unix.InotifyEvent)(unsafe.Pointer(&b[0]))
 		end := unix.SizeofInotifyEvent + int(ev.Len)

@@ -1,4 +1,4 @@
-package manifests
+package dirwatch
 
 import (
 	"os"
@@ -11,7 +11,7 @@ import (
 // files still being written or to editors' hidden files.
 func TestWatcher(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "manifests")
-	w, err := watchDir(dir)
+	w, err := New(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,11 +51,11 @@ func TestWatcher(t *testing.T) {
 	// directory again and watches it.
 	os.RemoveAll(dir)
 	select {
-	case <-w.lost:
+	case <-w.Lost:
 	case <-time.After(2 * time.Second):
 		t.Fatal("directory removed: the watch was not reported lost")
 	}
-	if err := w.rewatch(); err != nil {
+	if err := w.Rewatch(); err != nil {
 		t.Fatal(err)
 	}
 	for len(w.C) > 0 {
