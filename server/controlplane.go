@@ -13,6 +13,7 @@ import (
 	"github.com/kelp-project/kelp/config"
 	"github.com/kelp-project/kelp/server/controllers"
 	"github.com/kelp-project/kelp/server/controllers/clusterroleaggregation"
+	"github.com/kelp-project/kelp/server/controllers/crd"
 	"github.com/kelp-project/kelp/server/controllers/cronjob"
 	"github.com/kelp-project/kelp/server/controllers/daemonset"
 	"github.com/kelp-project/kelp/server/controllers/deployment"
@@ -117,6 +118,16 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 		go pvprotection.New(t.Client, t.Informer).Run(ctx, 1)
 		return nil
 	})
+	// The CRD controllers belong to the API server upstream
+	// (apiextensions-apiserver), which runs them as its loopback user; so
+	// does kelp, as system:apiserver in system:masters.
+	apiext, err := ca.RESTConfig(apiURL, config.APIServerUser, []string{config.MastersGroup})
+	if err != nil {
+		return nil, err
+	}
+	if err := crd.Run(ctx, apiext); err != nil {
+		return nil, err
+	}
 	run("kube-scheduler", sched, func(ctx context.Context, t *controllers.Toolkit) error {
 		go scheduler.New(t.Client, t.Informer, t.Recorder(scheduler.SchedulerName), cfg.SchedulerBackoff).Run(ctx)
 		return nil

@@ -54,7 +54,8 @@ type discoveryDocs struct {
 func (s *Server) resourcesChanged() {
 	s.discoveryMu.Lock()
 	defer s.discoveryMu.Unlock()
-	s.discovery.Store(&discoveryDocs{core: s.buildDiscovery(true), groups: s.buildDiscovery(false)})
+	t := s.live()
+	s.discovery.Store(&discoveryDocs{core: s.buildDiscovery(t, true), groups: s.buildDiscovery(t, false)})
 }
 
 func (s *Server) discoveryDocs() *discoveryDocs {
@@ -68,18 +69,18 @@ func (s *Server) discoveryDocs() *discoveryDocs {
 // buildDiscovery makes the document for the core group (/api) or for the
 // named groups (/apis): groups in the legacy /apis order, each group's
 // versions preferred first.
-func (s *Server) buildDiscovery(core bool) *discoveryDoc {
+func (s *Server) buildDiscovery(t *servedTable, core bool) *discoveryDoc {
 	list := &apidiscoveryv2.APIGroupDiscoveryList{TypeMeta: metav1.TypeMeta{
 		APIVersion: aggregatedGVK.GroupVersion().String(), Kind: aggregatedGVK.Kind}}
 	seen := map[string]bool{}
-	for _, gv := range s.groupVersions {
+	for _, gv := range t.groupVersions {
 		if (gv.Group == "") != core || seen[gv.Group] {
 			continue
 		}
 		seen[gv.Group] = true
 		g := apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: gv.Group}}
-		for _, v := range s.versionsOf(gv.Group) {
-			g.Versions = append(g.Versions, s.versionDiscovery(v))
+		for _, v := range t.versionsOf(gv.Group) {
+			g.Versions = append(g.Versions, t.versionDiscovery(v))
 		}
 		list.Items = append(list.Items, g)
 	}
@@ -106,9 +107,9 @@ func (s *Server) buildDiscovery(core bool) *discoveryDoc {
 // subresources nested, from the legacy entries: a kind with an empty
 // group and version means the resource's own, in both forms, and client-go
 // turns one into the other field by field.
-func (s *Server) versionDiscovery(gv schema.GroupVersion) apidiscoveryv2.APIVersionDiscovery {
+func (t *servedTable) versionDiscovery(gv schema.GroupVersion) apidiscoveryv2.APIVersionDiscovery {
 	v := apidiscoveryv2.APIVersionDiscovery{Version: gv.Version, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}
-	for _, sv := range s.byGroup[gv.String()] {
+	for _, sv := range t.byGroup[gv.String()] {
 		entries := discoveryEntries(sv)
 		main := entries[0]
 		scope := apidiscoveryv2.ScopeCluster

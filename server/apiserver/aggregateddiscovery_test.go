@@ -25,10 +25,12 @@ const clientGoAccept = discovery.AcceptV2 + "," + discovery.AcceptV1
 
 // discoveryServer serves the whole registry's discovery, without storage.
 func discoveryServer() *Server {
-	s := &Server{resources: map[schema.GroupVersionResource]*served{}, byGroup: map[string][]*served{}}
+	s := &Server{}
+	t := newServedTable()
 	for _, r := range registry.All(registry.Options{}) {
-		s.serve(&served{Resource: r})
+		t.serve(&served{Resource: r})
 	}
+	s.tbl.Store(t)
 	s.resourcesChanged()
 	return s
 }
@@ -279,8 +281,9 @@ func TestAggregatedDiscoveryETag(t *testing.T) {
 	}
 	widgets := &registry.Resource{GVR: schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"},
 		Kind: "Widget", Singular: "widget", ShortNames: []string{"wd"}, Categories: []string{"all"}, Namespaced: true, Status: true}
-	s.serve(&served{Resource: widgets})
-	s.resourcesChanged()
+	if err := s.changeTable(func(t *servedTable) error { t.serve(&served{Resource: widgets}); return nil }); err != nil {
+		t.Fatal(err)
+	}
 	close(stop)
 	wg.Wait()
 

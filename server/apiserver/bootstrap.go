@@ -32,7 +32,7 @@ func (s *Server) Bootstrap(ctx context.Context) error {
 }
 
 func (s *Server) bootstrap(ctx context.Context) error {
-	nsr := s.resources[schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}]
+	nsr := s.live().resources[schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}]
 	for _, name := range []string{"default", "kube-system", "kube-public", "kube-node-lease"} {
 		if err := s.ensure(ctx, nsr, "", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 			return err
@@ -41,7 +41,7 @@ func (s *Server) bootstrap(ctx context.Context) error {
 	if err := s.repairAllocations(ctx); err != nil {
 		return err
 	}
-	svcr := s.resources[schema.GroupVersionResource{Version: "v1", Resource: "services"}]
+	svcr := s.live().resources[schema.GroupVersionResource{Version: "v1", Resource: "services"}]
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default",
 			Labels: map[string]string{"component": "apiserver", "provider": "kubernetes"}},
@@ -59,7 +59,7 @@ func (s *Server) bootstrap(ctx context.Context) error {
 		logrus.Warnf("advertise address %q is not routable: default/kubernetes gets no endpoints", s.cfg.PublicAddress)
 		return nil
 	}
-	epr := s.resources[schema.GroupVersionResource{Version: "v1", Resource: "endpoints"}]
+	epr := s.live().resources[schema.GroupVersionResource{Version: "v1", Resource: "endpoints"}]
 	ep := &corev1.Endpoints{
 		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default",
 			Labels: map[string]string{"endpointslice.kubernetes.io/skip-mirror": "true"}},
@@ -71,7 +71,7 @@ func (s *Server) bootstrap(ctx context.Context) error {
 	if err := s.ensureCurrent(ctx, epr, "default", ep); err != nil {
 		return err
 	}
-	slr := s.resources[schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}]
+	slr := s.live().resources[schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}]
 	ready, name, proto := true, "https", corev1.ProtocolTCP
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default",
@@ -111,7 +111,7 @@ func (s *Server) ensureCurrent(ctx context.Context, sv *served, ns string, obj r
 }
 
 func (s *Server) repairAllocations(ctx context.Context) error {
-	svcr := s.resources[schema.GroupVersionResource{Version: "v1", Resource: "services"}]
+	svcr := s.live().resources[schema.GroupVersionResource{Version: "v1", Resource: "services"}]
 	res, err := svcr.store.List(ctx, storage.ListOptions{})
 	if err != nil {
 		return err

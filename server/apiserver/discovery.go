@@ -29,9 +29,9 @@ func (s *Server) serveAPIVersions(w http.ResponseWriter, r *http.Request) {
 
 // versionsOf lists a group's served versions, the preferred one first:
 // the order in which the table first served them.
-func (s *Server) versionsOf(group string) []schema.GroupVersion {
+func (t *servedTable) versionsOf(group string) []schema.GroupVersion {
 	var out []schema.GroupVersion
-	for _, gv := range s.groupVersions {
+	for _, gv := range t.groupVersions {
 		if gv.Group == group {
 			out = append(out, gv)
 		}
@@ -39,12 +39,12 @@ func (s *Server) versionsOf(group string) []schema.GroupVersion {
 	return out
 }
 
-func (s *Server) apiGroup(name string) *metav1.APIGroup {
+func (t *servedTable) apiGroup(name string) *metav1.APIGroup {
 	if name == "" {
 		return nil
 	}
 	var g *metav1.APIGroup
-	for _, gv := range s.versionsOf(name) {
+	for _, gv := range t.versionsOf(name) {
 		gvd := metav1.GroupVersionForDiscovery{GroupVersion: gv.String(), Version: gv.Version}
 		if g == nil {
 			g = &metav1.APIGroup{TypeMeta: metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}, Name: name, PreferredVersion: gvd}
@@ -57,18 +57,19 @@ func (s *Server) apiGroup(name string) *metav1.APIGroup {
 func (s *Server) serveAPIGroupList(w http.ResponseWriter, r *http.Request) {
 	list := &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}}
 	seen := map[string]bool{}
-	for _, gv := range s.groupVersions {
+	t := s.live()
+	for _, gv := range t.groupVersions {
 		if gv.Group == "" || seen[gv.Group] {
 			continue
 		}
 		seen[gv.Group] = true
-		list.Groups = append(list.Groups, *s.apiGroup(gv.Group))
+		list.Groups = append(list.Groups, *t.apiGroup(gv.Group))
 	}
 	s.writeObject(w, r, http.StatusOK, list)
 }
 
 func (s *Server) serveAPIGroup(w http.ResponseWriter, r *http.Request, group string) {
-	g := s.apiGroup(group)
+	g := s.live().apiGroup(group)
 	if g == nil {
 		s.writeError(w, r, apierrors.NewNotFound(schema.GroupResource{}, ""))
 		return
@@ -77,7 +78,7 @@ func (s *Server) serveAPIGroup(w http.ResponseWriter, r *http.Request, group str
 }
 
 func (s *Server) serveResourceList(w http.ResponseWriter, r *http.Request, gv string) {
-	resources, ok := s.byGroup[gv]
+	resources, ok := s.live().byGroup[gv]
 	if !ok {
 		s.writeError(w, r, apierrors.NewNotFound(schema.GroupResource{}, ""))
 		return

@@ -236,7 +236,7 @@ func evictionDeleteOptions(ev *policyv1.Eviction, dry bool) (*metav1.DeleteOptio
 // already spent), the budgets in the pod's namespace whose selector
 // matches it. An invalid selector matches nothing.
 func (s *Server) podBudgets(ctx context.Context, pod *corev1.Pod) ([]*policyv1.PodDisruptionBudget, error) {
-	sv, ok := s.resources[pdbsGVR]
+	sv, ok := s.live().resources[pdbsGVR]
 	if !ok {
 		return nil, fmt.Errorf("poddisruptionbudgets are not served")
 	}
@@ -269,7 +269,7 @@ func (s *Server) takeDisruption(ctx context.Context, pdb *policyv1.PodDisruption
 	if dry {
 		return checkAndDecrement(pdb.DeepCopy(), podName, time.Now(), true)
 	}
-	sv := s.resources[pdbsGVR]
+	sv := s.live().resources[pdbsGVR]
 	_, _, err := sv.store.Update(ctx, sv.store.Key(pdb.Namespace, pdb.Name), func(cur runtime.Object) (runtime.Object, error) {
 		next := cur.(*policyv1.PodDisruptionBudget)
 		if err := checkAndDecrement(next, podName, time.Now(), false); err != nil {

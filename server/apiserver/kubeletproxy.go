@@ -55,7 +55,7 @@ func (s *Server) proxyToKubelet(w http.ResponseWriter, r *http.Request, info req
 		s.writeError(w, r, apierrors.NewBadRequest(fmt.Sprintf("pod %s does not have a host assigned", pod.Name)))
 		return
 	}
-	nodes := s.resources[schema.GroupVersionResource{Version: "v1", Resource: "nodes"}]
+	nodes := s.live().resources[schema.GroupVersionResource{Version: "v1", Resource: "nodes"}]
 	nobj, err := nodes.store.Get(r.Context(), nodes.store.Key("", pod.Spec.NodeName))
 	if err != nil {
 		s.writeError(w, r, apierrors.NewBadRequest(fmt.Sprintf("node %s of pod %s: %v", pod.Spec.NodeName, pod.Name, err)))

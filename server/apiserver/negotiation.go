@@ -10,6 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
@@ -100,6 +101,11 @@ func decodeInto(w http.ResponseWriter, r *http.Request, data []byte, mt string, 
 	case mediaYAML, "application/x-yaml", "text/yaml":
 		dec = strictYAML
 	case mediaProtobuf:
+		// Custom objects have no protobuf form: upstream's CRD handler
+		// refuses protobuf bodies too.
+		if _, ok := into.(*unstructured.Unstructured); ok {
+			return unsupportedMediaType(mt)
+		}
 		dec = protoSerializer
 	default:
 		return unsupportedMediaType(mt)
@@ -261,4 +267,36 @@ func (s *Server) writeObject(w http.ResponseWriter, r *http.Request, code int, o
 	w.Header().Set("Content-Type", media)
 	w.WriteHeader(code)
 	_, _ = w.Write(buf.Bytes())
+}
+
+// unknownCustomFields applies the request's fieldValidation to the fields
+// a custom object's schema does not declare, which are pruned whatever it
+// says: Strict refuses them (400, as a strict decoding error), Warn names
+// each in a Warning, Ignore drops them silently. Built-in kinds have this
+// done by their Go types while decoding.
+func unknownCustomFields(w http.ResponseWriter, r *http.Request, sv *served, obj runtime.Object) error {
+	if sv.Custom == nil || sv.Custom.Prune == nil {
+		return nil
+	}
+	unknown := sv.Custom.Prune(obj)
+	if len(unknown) == 0 {
+		return nil
+	}
+	validation, err := fieldValidation(r)
+	if err != nil {
+		return err
+	}
+	switch validation {
+	case "Strict":
+		msgs := make([]string, len(unknown))
+		for i, p := range unknown {
+			msgs[i] = fmt.Sprintf("unknown field %q", p)
+		}
+		return apierrors.NewBadRequest("strict decoding error: " + strings.Join(msgs, ", "))
+	case "Warn":
+		for _, p := range unknown {
+			addWarning(w, fmt.Sprintf("unknown field %q", p))
+		}
+	}
+	return nil
 }

@@ -23,7 +23,7 @@ type nodeObjects struct{ s *Server }
 var podsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 
 func (n nodeObjects) PodsOnNode(namespace, node string) ([]*corev1.Pod, error) {
-	sv, ok := n.s.resources[podsGVR]
+	sv, ok := n.s.live().resources[podsGVR]
 	if !ok {
 		return nil, fmt.Errorf("pods are not served")
 	}

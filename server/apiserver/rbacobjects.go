@@ -29,7 +29,7 @@ var rbacResources = []string{"clusterroles", "roles", "clusterrolebindings", "ro
 func (s *Server) startRBACIndex(ctx context.Context) (*auth.RBACIndex, error) {
 	idx := auth.NewRBACIndex()
 	for _, res := range rbacResources {
-		sv, ok := s.resources[schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: res}]
+		sv, ok := s.live().resources[schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: res}]
 		if !ok {
 			return nil, fmt.Errorf("rbac: %s is not served", res)
 		}

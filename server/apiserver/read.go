@@ -10,6 +10,7 @@ import (
 	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
 	metainternalversionvalidation "k8s.io/apimachinery/pkg/apis/meta/internalversion/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -102,7 +103,7 @@ func (s *Server) writeResult(w http.ResponseWriter, r *http.Request, code int, o
 	}
 	switch a.as {
 	case "Table":
-		t, err := s.table(r, obj, true)
+		t, err := s.table(r, obj, true, sv)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -136,6 +137,14 @@ func partialMetadata(obj runtime.Object) runtime.Object {
 
 func metadataOf(obj runtime.Object) *metav1.PartialObjectMetadata {
 	pm := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"}}
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		// A custom object's metadata is a map; the round trip through
+		// JSON is what upstream's metadata-only path does too.
+		if m, ok := u.Object["metadata"].(map[string]interface{}); ok {
+			_ = runtime.DefaultUnstructuredConverter.FromUnstructured(m, &pm.ObjectMeta)
+		}
+		return pm
+	}
 	if oma, ok := obj.(metav1.ObjectMetaAccessor); ok {
 		if om, ok := oma.GetObjectMeta().(*metav1.ObjectMeta); ok {
 			pm.ObjectMeta = *om

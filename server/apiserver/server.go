@@ -91,23 +91,25 @@ type Server struct {
 	apiAudiences         []string
 	authorizer           auth.Authorizer
 	rbac                 *auth.RBACIndex // roles and bindings, for RBAC, escalation checks and rules reviews
-	resources            map[schema.GroupVersionResource]*served
-	byGroup              map[string][]*served // "group/version" -> resources
-	groupVersions        []schema.GroupVersion
-	discoveryMu          sync.Mutex // serializes resourcesChanged
-	discovery            atomic.Pointer[discoveryDocs]
-	openapi              http.Handler
-	services             *allocator.Services
-	compactor            *storage.Compactor
-	ready                sync.Map // check name -> error
-	kubeletOnce          sync.Once
-	kubeletRT            http.RoundTripper
-	podOnce              sync.Once
-	podRT                http.RoundTripper // pods/proxy
-	fields               *apply.Manager
-	admission            *admission.Chain
-	stores               map[schema.GroupResource]*storage.Store // each stored resource once
-	inFlight             *maxInFlight
+	// served is the table of served resources, replaced whole when CRDs
+	// come and go (servedtable.go); tableMu serializes its writers.
+	tbl         atomic.Pointer[servedTable]
+	tableMu     sync.Mutex
+	crds        *crdServing // the custom resources served from CRDs (crdserving.go)
+	crdOpenAPI  *crdOpenAPI // their /openapi/v3 documents (crdopenapi.go)
+	discoveryMu sync.Mutex  // serializes resourcesChanged
+	discovery   atomic.Pointer[discoveryDocs]
+	openapi     http.Handler
+	services    *allocator.Services
+	compactor   *storage.Compactor
+	ready       sync.Map // check name -> error
+	kubeletOnce sync.Once
+	kubeletRT   http.RoundTripper
+	podOnce     sync.Once
+	podRT       http.RoundTripper // pods/proxy
+	fields      *apply.Manager
+	admission   *admission.Chain
+	inFlight    *maxInFlight
 }
 
 // served pairs a resource's declaration with its storage.
@@ -132,9 +134,6 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		cfg:            cfg,
 		authenticators: []auth.Authenticator{auth.CertAuthenticator{}},
 		authorizer:     cfg.Authorizer,
-		resources:      map[schema.GroupVersionResource]*served{},
-		byGroup:        map[string][]*served{},
-		stores:         map[schema.GroupResource]*storage.Store{},
 		inFlight:       newMaxInFlight(cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight),
 	}
 	svc, err := allocator.NewServices(ctx, cfg.Etcd, cfg.ServiceCIDR, cfg.NodePortRange)
@@ -151,20 +150,20 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.authenticators = append(s.authenticators, cfg.Authenticators...)
 	s.apiAudiences = cfg.APIAudiences
-	var stores []*storage.Store
+	t := newServedTable()
 	var specs []openapi.Resource
 	byType := map[reflect.Type]*registry.Resource{}
 	for _, r := range registry.All(registry.Options{Services: svc}) {
 		if r.Review {
-			s.serve(&served{Resource: r})
+			t.serve(&served{Resource: r})
 			continue
 		}
 		if r.StoredAs != nil {
-			shared, ok := s.resources[*r.StoredAs]
+			shared, ok := t.resources[*r.StoredAs]
 			if !ok {
 				return nil, fmt.Errorf("%s is stored as %s, which is not served before it", r.GVR, r.StoredAs)
 			}
-			s.serve(&served{Resource: r, store: convertingStore{Store: shared.store.(*storage.Store), to: r.ToStorage, from: r.FromStorage}})
+			t.serve(&served{Resource: r, store: convertingStore{Store: shared.store.(*storage.Store), to: r.ToStorage, from: r.FromStorage}})
 			specs = append(specs, openapiResource(r))
 			continue
 		}
@@ -179,12 +178,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("storage for %s: %w", r.GVR.Resource, err)
 		}
-		stores = append(stores, st)
-		s.stores[r.GroupResource()] = st
-		s.serve(&served{Resource: r, store: st})
+		t.stores[r.GroupResource()] = st
+		t.serve(&served{Resource: r, store: st})
 		specs = append(specs, openapiResource(r))
 		byType[reflect.TypeOf(r.New())] = r
 	}
+	s.tbl.Store(t)
 	s.openapi = openapi.New(specs)
 	s.resourcesChanged()
 	// Server-side apply defaults what it merges with the kind's own rules.
@@ -193,10 +192,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			r.Default(obj)
 		}
 	})
+	s.fields.Custom = s.customTypeConverter
 	if cfg.StorageGuard != nil {
 		go cfg.StorageGuard.Run(ctx)
 	}
-	s.compactor = &storage.Compactor{Client: cfg.Etcd, Interval: cfg.CompactionInterval, Stores: func() []*storage.Store { return stores }}
+	s.compactor = &storage.Compactor{Client: cfg.Etcd, Interval: cfg.CompactionInterval, Stores: s.liveStores}
 	go s.compactor.Run(ctx)
 	// kube-apiserver's --authorization-mode=Node,RBAC behind its
 	// privileged group: administrators first, then the Node authorizer for
@@ -213,6 +213,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		DefaultUnreachableTolerationSeconds: cfg.DefaultUnreachableTolerationSeconds,
 		Escalation:                          auth.Escalation{Authorizer: s.authorizer, Index: s.rbac, RoleRules: s.roleRules},
 	})
+	s.startCRDServing(ctx)
 	return s, nil
 }
 
@@ -229,7 +230,7 @@ type storeGetter struct {
 }
 
 func (g storeGetter) Get(ctx context.Context, namespace, name string) (runtime.Object, error) {
-	sv, ok := g.s.resources[g.gvr]
+	sv, ok := g.s.live().resources[g.gvr]
 	if !ok {
 		return nil, fmt.Errorf("admission: %s is not served", g.gvr)
 	}
@@ -243,7 +244,7 @@ func (g storeGetter) Get(ctx context.Context, namespace, name string) (runtime.O
 }
 
 func (g storeGetter) List(ctx context.Context, namespace string) ([]runtime.Object, error) {
-	sv, ok := g.s.resources[g.gvr]
+	sv, ok := g.s.live().resources[g.gvr]
 	if !ok {
 		return nil, fmt.Errorf("admission: %s is not served", g.gvr)
 	}
@@ -258,8 +259,9 @@ func (g storeGetter) List(ctx context.Context, namespace string) ([]runtime.Obje
 // again, through the storage's compare-and-swap updates: re-encryption
 // after a key rotation. It returns how many objects it saw.
 func (s *Server) RewriteStored(ctx context.Context, match func(schema.GroupResource) bool) (int, error) {
-	grs := make([]schema.GroupResource, 0, len(s.stores))
-	for gr := range s.stores {
+	stores := s.live().stores
+	grs := make([]schema.GroupResource, 0, len(stores))
+	for gr := range stores {
 		if match(gr) {
 			grs = append(grs, gr)
 		}
@@ -267,7 +269,7 @@ func (s *Server) RewriteStored(ctx context.Context, match func(schema.GroupResou
 	sort.Slice(grs, func(i, j int) bool { return grs[i].String() < grs[j].String() })
 	total := 0
 	for _, gr := range grs {
-		n, err := s.stores[gr].Rewrite(ctx)
+		n, err := stores[gr].Rewrite(ctx)
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("rewriting %s: %w", gr, err)
@@ -279,20 +281,9 @@ func (s *Server) RewriteStored(ctx context.Context, match func(schema.GroupResou
 // Compactor exposes etcd compaction (tests and benchmarks trigger it).
 func (s *Server) Compactor() *storage.Compactor { return s.compactor }
 
-// serve adds a resource to routing and discovery; resourcesChanged then
-// rebuilds the aggregated discovery documents.
-func (s *Server) serve(sv *served) {
-	s.resources[sv.GVR] = sv
-	gv := sv.GVR.GroupVersion()
-	if _, ok := s.byGroup[gv.String()]; !ok {
-		s.groupVersions = append(s.groupVersions, gv)
-	}
-	s.byGroup[gv.String()] = append(s.byGroup[gv.String()], sv)
-}
-
 // lookup finds the served resource for a request.
 func (s *Server) lookup(info requestInfo) (*served, error) {
-	sv, ok := s.resources[schema.GroupVersionResource{Group: info.Group, Version: info.Version, Resource: info.Resource}]
+	sv, ok := s.live().resources[schema.GroupVersionResource{Group: info.Group, Version: info.Version, Resource: info.Resource}]
 	if !ok {
 		return nil, apierrors.NewNotFound(schema.GroupResource{Group: info.Group, Resource: info.Resource}, "")
 	}
@@ -378,7 +369,9 @@ func (s *Server) serveNonResource(w http.ResponseWriter, r *http.Request, info r
 		}
 		s.writeError(w, r, apierrors.NewNotFound(schema.GroupResource{}, ""))
 	case strings.HasPrefix(p, "/openapi/"):
-		s.openapi.ServeHTTP(w, r)
+		if s.crdOpenAPI == nil || !s.crdOpenAPI.serve(w, r, s.openapi) {
+			s.openapi.ServeHTTP(w, r)
+		}
 	case p == auth.OpenIDConfigPath || p == auth.JWKSPath:
 		s.serveIssuerDiscovery(w, r)
 	default:
@@ -446,6 +439,12 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 			s.writeError(w, r, methodNotAllowed(r.Method, sv))
 			return
 		}
+		if sv.Custom != nil && sv.Custom.Terminating {
+			err := apierrors.NewMethodNotSupported(sv.GroupResource(), "create")
+			err.ErrStatus.Message = "create not allowed while custom resource definition is terminating"
+			s.writeError(w, r, err)
+			return
+		}
 		s.create(w, r, info, sv)
 	case "update":
 		s.update(w, r, info, sv, "")
@@ -467,7 +466,7 @@ func methodNotAllowed(method string, sv *served) error {
 // Resources lists the served resources, sorted, for discovery and tests.
 func (s *Server) Resources() []*registry.Resource {
 	var out []*registry.Resource
-	for _, sv := range s.resources {
+	for _, sv := range s.live().resources {
 		out = append(out, sv.Resource)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].GVR.String() < out[j].GVR.String() })

@@ -14,8 +14,14 @@ import (
 // table renders obj (an object or a list) as a meta.k8s.io/v1 Table.
 // includeObject decides what each row carries: PartialObjectMetadata by
 // default, the whole object, or nothing.
-func (s *Server) table(r *http.Request, obj runtime.Object, withColumns bool) (*metav1.Table, error) {
-	t, err := printers.TableFor(obj, time.Now())
+func (s *Server) table(r *http.Request, obj runtime.Object, withColumns bool, sv *served) (*metav1.Table, error) {
+	var t *metav1.Table
+	var err error
+	if sv != nil && sv.Table != nil {
+		t, err = sv.Table(obj)
+	} else {
+		t, err = printers.TableFor(obj, time.Now())
+	}
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}

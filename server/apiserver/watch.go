@@ -114,7 +114,7 @@ var errNoFlush = errors.New("the response writer cannot stream")
 func (e *eventEncoder) write(ev watch.Event) error {
 	obj := ev.Object
 	if e.table && ev.Type != watch.Error && ev.Type != watch.Bookmark {
-		t, err := e.s.table(e.r, obj, !e.sentColumns)
+		t, err := e.s.table(e.r, obj, !e.sentColumns, e.sv)
 		if err != nil {
 			return err
 		}

@@ -45,6 +45,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, info requestInfo
 		s.writeError(w, r, err)
 		return
 	}
+	if err := unknownCustomFields(w, r, sv, obj); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	out, err := s.createObject(withWriteOptions(r.Context(), writeOptions{manager: manager}), sv, info.Namespace, obj, dry)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -138,6 +142,10 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, info requestInfo
 	}
 	obj := sv.New()
 	if err := decodeBody(w, r, sv.GVK(), obj); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := unknownCustomFields(w, r, sv, obj); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

@@ -53,6 +53,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured/unstructuredscheme"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -67,6 +68,9 @@ import (
 // (GVK, subresource) and is safe for concurrent use.
 type Manager struct {
 	defaulter runtime.ObjectDefaulter
+	// Custom, if set, returns the schema of a custom resource's kind (nil
+	// when it has none usable): the API server's CRDs.
+	Custom func(gvk schema.GroupVersionKind) managedfields.TypeConverter
 	// managers maps fmKey to cached. Entries are immutable once stored;
 	// a lost LoadOrStore race only wastes one cheap construction.
 	managers sync.Map
@@ -75,6 +79,9 @@ type Manager struct {
 type fmKey struct {
 	gvk         schema.GroupVersionKind
 	subresource string
+	// custom is a custom kind's schema: a CRD's change makes a new one,
+	// and with it a new field manager.
+	custom managedfields.TypeConverter
 }
 
 // New returns a Manager. defaulter fills in defaults in place (the API
@@ -109,9 +116,26 @@ type cached struct {
 // fieldManager returns the shared field manager for gvk and subresource,
 // building it (and, on first use, the type converter) if needed.
 func (m *Manager) fieldManager(gvk schema.GroupVersionKind, subresource string) (*managedfields.FieldManager, error) {
-	key := fmKey{gvk, subresource}
+	custom := !scheme.Scheme.Recognizes(gvk)
+	key := fmKey{gvk: gvk, subresource: subresource}
+	if custom && m.Custom != nil {
+		key.custom = m.Custom(gvk)
+	}
 	if c, ok := m.managers.Load(key); ok {
 		return c.(cached).fm, c.(cached).err
+	}
+	if custom {
+		// A custom resource: its CRD's schema when it has one (list-map
+		// keys and map types as declared), else fields deduced from the
+		// objects themselves (maps merge, lists are atomic), as upstream.
+		tc := key.custom
+		if tc == nil {
+			tc = managedfields.NewDeducedTypeConverter()
+		}
+		fm, err := managedfields.NewDefaultFieldManager(tc, unstructuredConvertor{},
+			m.defaulter, unstructuredscheme.NewUnstructuredCreator(), gvk, gvk.GroupVersion(), subresource, nil)
+		actual, _ := m.managers.LoadOrStore(key, cached{fm: fm, err: err})
+		return actual.(cached).fm, actual.(cached).err
 	}
 	empty, err := newEmpty(gvk)
 	if err != nil {
@@ -134,6 +158,11 @@ func (m *Manager) fieldManager(gvk schema.GroupVersionKind, subresource string) 
 // newEmpty returns a zero object of gvk with its TypeMeta set (so the
 // convertor's no-copy path applies to it).
 func newEmpty(gvk schema.GroupVersionKind) (runtime.Object, error) {
+	if !scheme.Scheme.Recognizes(gvk) {
+		u := &unstructured.Unstructured{Object: map[string]interface{}{}}
+		u.SetGroupVersionKind(gvk)
+		return u, nil
+	}
 	obj, err := scheme.Scheme.New(gvk)
 	if err != nil {
 		return nil, err

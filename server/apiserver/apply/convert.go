@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"sync"
@@ -10,6 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/client-go/applyconfigurations"
 	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/structured-merge-diff/v6/typed"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsac "k8s.io/apiextensions-apiserver/pkg/client/applyconfiguration"
 )
 
 // typeConverter is the structured-merge-diff schema of every k8s.io/api
@@ -22,8 +27,39 @@ import (
 // converter is immutable and safe for concurrent use; sync.OnceValue makes
 // concurrent first callers wait for the one build.
 var typeConverter = sync.OnceValue(func() managedfields.TypeConverter {
-	return applyconfigurations.NewTypeConverter(scheme.Scheme)
+	return groupTypeConverter{
+		builtin: applyconfigurations.NewTypeConverter(scheme.Scheme),
+		// CRDs are the one served kind outside client-go: their schema is
+		// in apiextensions-apiserver's apply configurations, built lazily
+		// for the same reason.
+		apiextensions: sync.OnceValue(func() managedfields.TypeConverter {
+			return apiextensionsac.NewTypeConverter(scheme.Scheme)
+		}),
+	}
 })
+
+// groupTypeConverter asks the schema of the object's API group.
+type groupTypeConverter struct {
+	builtin       managedfields.TypeConverter
+	apiextensions func() managedfields.TypeConverter
+}
+
+func (c groupTypeConverter) ObjectToTyped(obj runtime.Object, opts ...typed.ValidationOptions) (*typed.TypedValue, error) {
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	if gvk.Empty() {
+		if kinds, _, err := scheme.Scheme.ObjectKinds(obj); err == nil && len(kinds) > 0 {
+			gvk = kinds[0]
+		}
+	}
+	if gvk.Group == apiextensionsv1.GroupName {
+		return c.apiextensions().ObjectToTyped(obj, opts...)
+	}
+	return c.builtin.ObjectToTyped(obj, opts...)
+}
+
+func (c groupTypeConverter) TypedToObject(v *typed.TypedValue) (runtime.Object, error) {
+	return c.builtin.TypedToObject(v)
+}
 
 // convertor is the runtime.ObjectConvertor handed to the field manager.
 //
@@ -96,4 +132,33 @@ func crossVersion(in runtime.Object, target runtime.GroupVersioner) bool {
 	gvk := in.GetObjectKind().GroupVersionKind()
 	want, ok := target.KindForGroupVersionKinds([]schema.GroupVersionKind{gvk})
 	return !ok || want != gvk
+}
+
+// unstructuredConvertor serves the field manager of a custom resource:
+// its objects are all of one version when the field manager sees them
+// (conversion None), so converting is setting the kind's apiVersion.
+type unstructuredConvertor struct{}
+
+var _ runtime.ObjectConvertor = unstructuredConvertor{}
+
+func (unstructuredConvertor) Convert(in, out, context interface{}) error {
+	return fmt.Errorf("converting %T to %T is not supported", in, out)
+}
+
+func (unstructuredConvertor) ConvertFieldLabel(gvk schema.GroupVersionKind, label, value string) (string, string, error) {
+	return label, value, nil
+}
+
+func (unstructuredConvertor) ConvertToVersion(in runtime.Object, target runtime.GroupVersioner) (runtime.Object, error) {
+	gvk := in.GetObjectKind().GroupVersionKind()
+	want, ok := target.KindForGroupVersionKinds([]schema.GroupVersionKind{gvk})
+	if !ok {
+		return nil, runtime.NewNotRegisteredErrForTarget("kelp", reflect.TypeOf(in), target)
+	}
+	if want == gvk {
+		return in, nil
+	}
+	out := in.DeepCopyObject()
+	out.GetObjectKind().SetGroupVersionKind(want)
+	return out, nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -60,6 +61,11 @@ type Resource struct {
 	// Review marks a create-only resource that is answered, never stored
 	// (SelfSubjectAccessReview, SelfSubjectReview).
 	Review bool
+	// Table, when set, renders the kind's Table instead of a printer of
+	// server/apiserver/printers (a CRD's additionalPrinterColumns).
+	Table func(obj runtime.Object) (*metav1.Table, error)
+	// Custom is set on resources served from a CRD.
+	Custom *Custom
 	// NoController, when set, is the warning a create of this kind gets
 	// (a Warning header, which kubectl prints): kelp serves the kind but
 	// nothing acts on it yet, and a user must not wait for pods or
@@ -243,15 +249,24 @@ func structField(obj runtime.Object, name string) (reflect.Value, bool) {
 }
 
 // HasSpec reports whether the kind has a spec, which decides whether it
-// tracks metadata.generation.
+// tracks metadata.generation. Custom objects always do, as upstream.
 func HasSpec(obj runtime.Object) bool {
+	if _, ok := obj.(*unstructured.Unstructured); ok {
+		return true
+	}
 	_, ok := structField(obj, "Spec")
 	return ok
 }
 
 // SpecChanged compares everything a generation counts: spec, and for
-// kinds without one nothing.
+// kinds without one nothing. For a custom object it is everything but
+// metadata (upstream's custom resource strategy; with a /status
+// subresource the status was carried over before this is asked).
 func SpecChanged(obj, old runtime.Object) bool {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		o, ok := old.(*unstructured.Unstructured)
+		return !ok || !equality.Semantic.DeepEqual(withoutKeys(u.Object, "metadata"), withoutKeys(o.Object, "metadata"))
+	}
 	a, ok := structField(obj, "Spec")
 	b, _ := structField(old, "Spec")
 	return ok && !equality.Semantic.DeepEqual(a.Interface(), b.Interface())
@@ -260,16 +275,59 @@ func SpecChanged(obj, old runtime.Object) bool {
 // CopyStatus sets obj's status to old's: writes to the main endpoint do not
 // change status when a /status subresource exists.
 func CopyStatus(obj, old runtime.Object) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		if o, ok := old.(*unstructured.Unstructured); ok {
+			if st, ok := o.Object["status"]; ok {
+				u.Object["status"] = runtime.DeepCopyJSONValue(st)
+			} else {
+				delete(u.Object, "status")
+			}
+		}
+		return
+	}
 	copyField(obj, old, "Status")
 }
 
 // CopySpec sets obj's spec to old's: writes to /status do not change spec.
+// A custom object has no one spec field: everything but metadata and
+// status is old's, as upstream's status strategy.
 func CopySpec(obj, old runtime.Object) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		if o, ok := old.(*unstructured.Unstructured); ok {
+			for k := range u.Object {
+				if k != "metadata" && k != "status" {
+					delete(u.Object, k)
+				}
+			}
+			for k, v := range o.Object {
+				if k != "metadata" && k != "status" {
+					u.Object[k] = runtime.DeepCopyJSONValue(v)
+				}
+			}
+		}
+		return
+	}
 	copyField(obj, old, "Spec")
+}
+
+// withoutKeys is a shallow copy of m without the named keys.
+func withoutKeys(m map[string]interface{}, keys ...string) map[string]interface{} {
+	out := make(map[string]interface{}, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	for _, k := range keys {
+		delete(out, k)
+	}
+	return out
 }
 
 // ResetStatus empties status, as upstream does on create for most kinds.
 func ResetStatus(obj runtime.Object) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		delete(u.Object, "status")
+		return
+	}
 	if f, ok := structField(obj, "Status"); ok {
 		f.Set(reflect.Zero(f.Type()))
 	}

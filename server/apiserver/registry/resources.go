@@ -36,6 +36,8 @@ func All(opts Options) []*Resource {
 		tokenReviews(), selfSubjectReviews(), selfSubjectAccessReviews(), selfSubjectRulesReviews(), subjectAccessReviews(), localSubjectAccessReviews(),
 		// storage.k8s.io/v1
 		storageClasses(),
+		// apiextensions.k8s.io/v1
+		customResourceDefinitions(),
 	}
 }
 

@@ -3,8 +3,10 @@ package storage
 import (
 	"bytes"
 	"fmt"
+	"io"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
@@ -16,16 +18,35 @@ import (
 const MaxObjectBytes = 1536 * 1024
 
 // codec turns objects into the bytes kept in etcd: protobuf with the
-// "k8s\x00" envelope, as kube-apiserver stores them. The resourceVersion is
-// never stored: it is the etcd mod revision, set on every read.
+// "k8s\x00" envelope, as kube-apiserver stores them, or JSON for custom
+// objects, which have no protobuf form (upstream stores them as JSON too).
+// The resourceVersion is never stored: it is the etcd mod revision, set on
+// every read.
 type codec struct {
 	gvk   schema.GroupVersionKind
-	proto *protobuf.Serializer
+	proto runtime.Serializer
 }
 
-func newCodec(gvk schema.GroupVersionKind) *codec {
+func newCodec(gvk schema.GroupVersionKind, jsonEncoded bool) *codec {
+	if jsonEncoded {
+		return &codec{gvk: gvk, proto: unstructuredJSON{}}
+	}
 	return &codec{gvk: gvk, proto: protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)}
 }
+
+// unstructuredJSON is apimachinery's JSON scheme for unstructured objects,
+// which decodes into the object it is given rather than a new one.
+type unstructuredJSON struct{}
+
+func (unstructuredJSON) Encode(obj runtime.Object, w io.Writer) error {
+	return unstructured.UnstructuredJSONScheme.Encode(obj, w)
+}
+
+func (unstructuredJSON) Decode(data []byte, gvk *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	return unstructured.UnstructuredJSONScheme.Decode(data, gvk, into)
+}
+
+func (unstructuredJSON) Identifier() runtime.Identifier { return "kelp-unstructured-json" }
 
 func (c *codec) encode(obj runtime.Object) ([]byte, error) {
 	acc, err := meta.Accessor(obj)

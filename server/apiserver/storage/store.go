@@ -35,6 +35,13 @@ type Config struct {
 	CacheWindow int
 	// Transformer, if set, encrypts values at rest (see transform.go).
 	Transformer Transformer
+	// JSON stores *unstructured.Unstructured objects (custom resources)
+	// as JSON instead of protobuf.
+	JSON bool
+	// Decoded, if set, completes every object read from etcd: a custom
+	// object is pruned and defaulted by its CRD's current schema on the
+	// way out of storage, as upstream's storage decoder does.
+	Decoded func(obj runtime.Object)
 }
 
 // Store is the storage of one resource: etcd for writes and consistent
@@ -49,20 +56,27 @@ type Store struct {
 	cache   *watchCache
 	// transformer is nil for resources stored as plain protobuf.
 	transformer Transformer
+	decoded     func(obj runtime.Object)
+	// stop ends the watch cache (and with it every watch) of a store that
+	// is no longer served.
+	stop context.CancelFunc
 }
 
 // New opens the store and starts its watch cache, which is ready when New
 // returns.
 func New(ctx context.Context, cfg Config) (*Store, error) {
+	ctx, stop := context.WithCancel(ctx)
 	s := &Store{
+		stop:    stop,
 		client:  cfg.Client,
 		gr:      cfg.Resource,
 		prefix:  cfg.Prefix,
-		codec:   newCodec(cfg.Kind),
+		codec:   newCodec(cfg.Kind, cfg.JSON),
 		newFunc: cfg.NewFunc,
 		attrs:   cfg.Attrs,
 
 		transformer: cfg.Transformer,
+		decoded:     cfg.Decoded,
 	}
 	window := cfg.CacheWindow
 	if window <= 0 {
@@ -70,11 +84,20 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	c, err := newWatchCache(ctx, s, window)
 	if err != nil {
+		stop()
 		return nil, err
 	}
 	s.cache = c
 	return s, nil
 }
+
+// GroupResource is the resource the store keeps.
+func (s *Store) GroupResource() schema.GroupResource { return s.gr }
+
+// Stop ends the store's watch cache and its watches (their clients see
+// the watch close); reads and writes still go to etcd. A store stops when
+// its resource is no longer served (a deleted CRD).
+func (s *Store) Stop() { s.stop() }
 
 // Key is where an object lives: /registry/<resource>/<namespace>/<name>,
 // or /registry/<resource>/<name> for cluster-scoped objects.

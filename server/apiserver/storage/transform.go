@@ -60,6 +60,9 @@ func (s *Store) decodeStored(ctx context.Context, data []byte, key string, rev i
 	if err != nil {
 		return nil, nil, false, apierrors.NewInternalError(fmt.Errorf("%s %q: %w", s.gr.String(), nameFromKey(key), err))
 	}
+	if s.decoded != nil {
+		s.decoded(obj)
+	}
 	return obj, plain, stale, nil
 }
 

@@ -1,0 +1,306 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
+	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
+	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
+	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
+	"k8s.io/apiextensions-apiserver/pkg/registry/customresource"
+	"k8s.io/apiextensions-apiserver/pkg/registry/customresource/tableconvertor"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured/unstructuredscheme"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/kube-openapi/pkg/spec3"
+)
+
+// Custom is what a resource served from a CRD carries beyond a built-in's.
+type Custom struct {
+	// CRD is the CRD's name, UID the CRD's (a CRD deleted and created
+	// again under the same name is another CRD).
+	CRD string
+	UID types.UID
+	// StorageVersion is the version objects are stored in; the other
+	// versions differ from it only in apiVersion (conversion None).
+	StorageVersion string
+	// Terminating: the CRD is being deleted, and new objects are refused.
+	Terminating bool
+	// TypeConverter is the kind's schema for server-side apply and
+	// managedFields, built on first use (nil: fields are deduced).
+	TypeConverter func() managedfields.TypeConverter
+	// Prune drops the fields the schema does not declare from a decoded
+	// object and names them ("spec.bogus"), for the request's
+	// fieldValidation: custom objects decode without a Go type that
+	// would reject them.
+	Prune func(obj runtime.Object) []string
+}
+
+// CustomResources returns the resources a CRD serves, one per served
+// version, with upstream's schema machinery: structural pruning,
+// defaulting and metadata coercion (Default), and upstream's custom
+// resource strategy for validation (openAPIV3Schema with ratcheting,
+// embedded metadata, list types, CEL x-kubernetes-validations rules).
+// The CRD itself was validated when it was written.
+func CustomResources(crd *apiextensionsv1.CustomResourceDefinition) ([]*Resource, error) {
+	storageVersion, err := apihelpers.GetCRDStorageVersion(crd)
+	if err != nil {
+		return nil, err
+	}
+	names := crd.Status.AcceptedNames
+	namespaced := crd.Spec.Scope == apiextensionsv1.NamespaceScoped
+	var out []*Resource
+	for _, v := range crd.Spec.Versions {
+		if !v.Served {
+			continue
+		}
+		r, err := customResource(crd, v, storageVersion, names, namespaced)
+		if err != nil {
+			return nil, fmt.Errorf("%s version %s: %w", crd.Name, v.Name, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// CustomStorageDefaulter is what a CRD's objects get when read from etcd:
+// the pruning and defaulting of its storage version's schema (Default),
+// so that defaults added to a CRD show on objects stored before.
+func CustomStorageDefaulter(crd *apiextensionsv1.CustomResourceDefinition) (func(runtime.Object), error) {
+	storageVersion, err := apihelpers.GetCRDStorageVersion(crd)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range crd.Spec.Versions {
+		if v.Name == storageVersion {
+			r, err := customResource(crd, v, storageVersion, crd.Status.AcceptedNames, crd.Spec.Scope == apiextensionsv1.NamespaceScoped)
+			if err != nil {
+				return nil, err
+			}
+			return r.Default, nil
+		}
+	}
+	return nil, fmt.Errorf("%s: no storage version", crd.Name)
+}
+
+func customResource(crd *apiextensionsv1.CustomResourceDefinition, v apiextensionsv1.CustomResourceDefinitionVersion,
+	storageVersion string, names apiextensionsv1.CustomResourceDefinitionNames, namespaced bool) (*Resource, error) {
+	gvr := gvr(crd.Spec.Group, v.Name, names.Plural)
+	gvk := gvr.GroupVersion().WithKind(names.Kind)
+	listGVK := gvr.GroupVersion().WithKind(names.ListKind)
+
+	val, err := apihelpers.GetSchemaForVersion(crd, v.Name)
+	if err != nil {
+		return nil, err
+	}
+	var internal *apiextensions.CustomResourceValidation
+	var structural *structuralschema.Structural
+	if val != nil {
+		internal = &apiextensions.CustomResourceValidation{}
+		if err := apiextensionsv1.Convert_v1_CustomResourceValidation_To_apiextensions_CustomResourceValidation(val, internal, nil); err != nil {
+			return nil, err
+		}
+		if structural, err = structuralschema.NewStructural(internal.OpenAPIV3Schema); err != nil {
+			return nil, err
+		}
+		// Defaults are pruned as upstream's handler does, on a copy: the
+		// structural schema shares the CRD's default values.
+		structural = structural.DeepCopy()
+		if err := structuraldefaulting.PruneDefaults(structural); err != nil {
+			return nil, err
+		}
+	}
+	var props *apiextensions.JSONSchemaProps
+	if internal != nil {
+		props = internal.OpenAPIV3Schema
+	}
+	validator, _, err := apiservervalidation.NewSchemaValidator(props)
+	if err != nil {
+		return nil, err
+	}
+	subs, err := apihelpers.GetSubresourcesForVersion(crd, v.Name)
+	if err != nil {
+		return nil, err
+	}
+	var status *apiextensions.CustomResourceSubresourceStatus
+	var statusValidator apiservervalidation.SchemaValidator
+	var scale *apiextensions.CustomResourceSubresourceScale
+	if subs != nil && subs.Status != nil {
+		status = &apiextensions.CustomResourceSubresourceStatus{}
+		// /status validates against the status schema only.
+		if props != nil {
+			if st, ok := props.Properties["status"]; ok {
+				if statusValidator, _, err = apiservervalidation.NewSchemaValidator(&st); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	if subs != nil && subs.Scale != nil {
+		scale = &apiextensions.CustomResourceSubresourceScale{}
+		if err := apiextensionsv1.Convert_v1_CustomResourceSubresourceScale_To_apiextensions_CustomResourceSubresourceScale(subs.Scale, scale, nil); err != nil {
+			return nil, err
+		}
+	}
+	strategy := customresource.NewStrategy(unstructuredscheme.NewUnstructuredObjectTyper(), namespaced, gvk,
+		validator, statusValidator, structural, status, scale, v.SelectableFields)
+	statusStrategy := customresource.NewStatusStrategy(strategy)
+
+	columns := v.AdditionalPrinterColumns
+	table, err := tableconvertor.New(columns)
+	if err != nil {
+		// Upstream falls back to the default columns too.
+		table, _ = tableconvertor.New(nil)
+	}
+
+	preserve := crd.Spec.PreserveUnknownFields
+	r := &Resource{
+		GVR: gvr, Kind: names.Kind, Singular: names.Singular, ShortNames: names.ShortNames, Categories: names.Categories,
+		Namespaced: namespaced,
+		New: func() runtime.Object {
+			u := &unstructured.Unstructured{Object: map[string]interface{}{}}
+			u.SetGroupVersionKind(gvk)
+			return u
+		},
+		NewList: func() runtime.Object {
+			l := &unstructured.UnstructuredList{Object: map[string]interface{}{}}
+			l.SetGroupVersionKind(listGVK)
+			return l
+		},
+		Fields: func(obj runtime.Object) fields.Set {
+			_, fs, err := strategy.GetAttrs(obj)
+			if err != nil {
+				return nil
+			}
+			return fs
+		},
+		Status:        status != nil,
+		StoragePrefix: "/registry/" + crd.Spec.Group + "/" + names.Plural + "/",
+		Table: func(obj runtime.Object) (*metav1.Table, error) {
+			return table.ConvertToTable(context.Background(), obj, nil)
+		},
+		Custom: &Custom{CRD: crd.Name, UID: crd.UID, StorageVersion: storageVersion,
+			Terminating:   apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Terminating),
+			TypeConverter: sync.OnceValue(func() managedfields.TypeConverter { return applySchema(crd) }),
+			Prune: func(obj runtime.Object) []string {
+				u, ok := obj.(*unstructured.Unstructured)
+				if !ok || structural == nil || preserve {
+					return nil
+				}
+				return structuralpruning.PruneWithOptions(u.Object, structural, true,
+					structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
+			},
+		},
+		Strategy: Strategy{
+			Default: func(obj runtime.Object) {
+				u, ok := obj.(*unstructured.Unstructured)
+				if !ok || structural == nil {
+					return
+				}
+				// What upstream does while decoding a custom object: drop
+				// fields the schema does not know, nulls it does not
+				// allow, then fill in defaults.
+				if !preserve {
+					structuralpruning.PruneWithOptions(u.Object, structural, true, structuralschema.UnknownFieldPathOptions{})
+					structuraldefaulting.PruneNonNullableNullsWithoutDefaults(u.Object, structural)
+				}
+				_ = schemaobjectmeta.Coerce(nil, u.Object, structural, false, false)
+				structuraldefaulting.Default(u.Object, structural)
+			},
+			Validate: func(obj runtime.Object) field.ErrorList {
+				if _, ok := obj.(*unstructured.Unstructured); !ok {
+					return field.ErrorList{field.InternalError(nil, fmt.Errorf("%T is not a custom object", obj))}
+				}
+				return strategy.Validate(context.Background(), obj)
+			},
+			ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
+				if errs := sameUnstructured(obj, old); errs != nil {
+					return errs
+				}
+				return strategy.ValidateUpdate(context.Background(), obj, old)
+			},
+			ValidateStatusUpdate: func(obj, old runtime.Object) field.ErrorList {
+				if errs := sameUnstructured(obj, old); errs != nil {
+					return errs
+				}
+				return statusStrategy.ValidateUpdate(context.Background(), obj, old)
+			},
+		},
+	}
+	if scale != nil {
+		r.Scale = customScale(scale)
+	}
+	return r, nil
+}
+
+func sameUnstructured(obj, old runtime.Object) field.ErrorList {
+	_, ok := obj.(*unstructured.Unstructured)
+	_, ok2 := old.(*unstructured.Unstructured)
+	if !ok || !ok2 {
+		return field.ErrorList{field.InternalError(nil, fmt.Errorf("%T and %T are not both custom objects", obj, old))}
+	}
+	return nil
+}
+
+// customScale reads and writes the replicas at the CRD's JSON paths
+// (".spec.replicas"), and its label selector as the string it is stored as.
+func customScale(sc *apiextensions.CustomResourceSubresourceScale) *Scale {
+	path := func(p string) []string { return strings.Split(strings.TrimPrefix(p, "."), ".") }
+	return &Scale{
+		Replicas: func(obj runtime.Object) (spec, status int32, selector *metav1.LabelSelector) {
+			u := obj.(*unstructured.Unstructured)
+			if n, ok, _ := unstructured.NestedInt64(u.Object, path(sc.SpecReplicasPath)...); ok {
+				spec = int32(n)
+			}
+			if n, ok, _ := unstructured.NestedInt64(u.Object, path(sc.StatusReplicasPath)...); ok {
+				status = int32(n)
+			}
+			if sc.LabelSelectorPath != nil {
+				if s, ok, _ := unstructured.NestedString(u.Object, path(*sc.LabelSelectorPath)...); ok {
+					selector, _ = metav1.ParseToLabelSelector(s)
+				}
+			}
+			return spec, status, selector
+		},
+		SetReplicas: func(obj runtime.Object, n int32) {
+			u := obj.(*unstructured.Unstructured)
+			_ = unstructured.SetNestedField(u.Object, int64(n), path(sc.SpecReplicasPath)...)
+		},
+	}
+}
+
+// applySchema is upstream's apply models of a CRD (every version's
+// OpenAPI schema, merged), as its CRD handler builds them; nil when the
+// CRD has none or they do not convert, and fields are then deduced.
+func applySchema(crd *apiextensionsv1.CustomResourceDefinition) managedfields.TypeConverter {
+	var specs []*spec3.OpenAPI
+	for _, v := range crd.Spec.Versions {
+		s, err := builder.BuildOpenAPIV3(crd, v.Name, builder.Options{})
+		if err != nil {
+			return nil
+		}
+		specs = append(specs, s)
+	}
+	merged, err := builder.MergeSpecsV3(specs...)
+	if err != nil || merged.Components == nil {
+		return nil
+	}
+	tc, err := managedfields.NewTypeConverter(merged.Components.Schemas, crd.Spec.PreserveUnknownFields)
+	if err != nil {
+		return nil
+	}
+	return tc
+}
