@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sirupsen/logrus"
 	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	crdclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/typed/apiextensions/v1"
@@ -16,6 +15,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/kelp-project/kelp/server/controllers"
 )
 
 // cleanupFinalizer is upstream's customresourcecleanup finalizer, which
@@ -33,10 +34,15 @@ type cleanup struct {
 	queue  workqueue.TypedRateLimitingInterface[string]
 }
 
+// held is the sync's answer while objects with finalizers of their own
+// remain: not a failure, look again in a second.
+type held struct{ n int }
+
+func (h held) Error() string               { return fmt.Sprintf("%d objects still held by their finalizers", h.n) }
+func (h held) RequeueDelay() time.Duration { return time.Second }
+
 func newCleanup(crds crdinformers.CustomResourceDefinitionInformer, client crdclient.ApiextensionsV1Interface, dyn dynamic.Interface) *cleanup {
-	c := &cleanup{crds: crds, client: client, dyn: dyn,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "crd_finalizer"})}
+	c := &cleanup{crds: crds, client: client, dyn: dyn, queue: controllers.NewQueue("crd_finalizer")}
 	enqueue := func(obj interface{}) {
 		if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok && crd.DeletionTimestamp != nil &&
 			apihelpers.CRDHasFinalizer(crd, cleanupFinalizer) {
@@ -51,26 +57,7 @@ func newCleanup(crds crdinformers.CustomResourceDefinitionInformer, client crdcl
 }
 
 func (c *cleanup) run(ctx context.Context) {
-	defer c.queue.ShutDown()
-	if !cache.WaitForCacheSync(ctx.Done(), c.crds.Informer().HasSynced) {
-		return
-	}
-	go func() {
-		for {
-			name, quit := c.queue.Get()
-			if quit {
-				return
-			}
-			if err := c.sync(ctx, name); err != nil {
-				logrus.WithError(err).Debugf("CRD %s: cleanup", name)
-				c.queue.AddRateLimited(name)
-			} else {
-				c.queue.Forget(name)
-			}
-			c.queue.Done(name)
-		}
-	}()
-	<-ctx.Done()
+	(&controllers.Loop{Name: "crd_finalizer", Queue: c.queue, Synced: []cache.InformerSynced{c.crds.Informer().HasSynced}, Sync: c.sync}).Run(ctx, 1)
 }
 
 func (c *cleanup) sync(ctx context.Context, name string) error {
@@ -90,9 +77,7 @@ func (c *cleanup) sync(ctx context.Context, name string) error {
 		return err
 	}
 	if remaining > 0 {
-		// Objects with finalizers of their own: look again soon.
-		c.queue.AddAfter(name, time.Second)
-		return nil
+		return held{remaining}
 	}
 	apihelpers.CRDRemoveFinalizer(crd, cleanupFinalizer)
 	_, err = c.client.CustomResourceDefinitions().Update(ctx, crd, metav1.UpdateOptions{})

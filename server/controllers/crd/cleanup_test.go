@@ -2,6 +2,7 @@ package crd
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -86,8 +87,9 @@ func TestCleanupDeletesObjectsThenFinalizer(t *testing.T) {
 func TestCleanupWaitsForHeldObjects(t *testing.T) {
 	c, client, _ := newTestCleanup(t, terminatingCRD(), widget("a", "held", true))
 	ctx := context.Background()
-	if err := c.sync(ctx, "widgets.example.com"); err != nil {
-		t.Fatal(err)
+	var h held
+	if err := c.sync(ctx, "widgets.example.com"); !errors.As(err, &h) || h.n != 1 {
+		t.Fatalf("sync: %v, want 1 object held (a delayed retry)", err)
 	}
 	crd, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "widgets.example.com", metav1.GetOptions{})
 	if err != nil {
