@@ -36,6 +36,10 @@ const (
 	leaseName         = "greeting-operator"
 )
 
+// leaseDuration is the replicas' Lease duration: a waiting replica takes
+// over an unrenewed Lease after this long.
+const leaseDuration = 5 * time.Second
+
 var greetingGV = schema.GroupVersion{Group: greetingGroup, Version: "v1"}
 
 type GreetingSpec struct {
@@ -179,9 +183,11 @@ type replica struct {
 
 func startReplica(t *testing.T, s *testServer, sc *runtime.Scheme, name string) *replica {
 	t.Helper()
-	// Short lease timings so the handover is seconds, not upstream's 15 s
-	// default; release on cancel, as a rolling update of an operator does.
-	lease, renew, retry := 3*time.Second, 2*time.Second, 250*time.Millisecond
+	// Shorter lease timings than upstream's 15 s default, so the test
+	// waits seconds, yet long enough that a loaded 2-core machine does
+	// not lose a renewal; release on cancel, as a rolling update of an
+	// operator does.
+	lease, renew, retry := leaseDuration, 4*time.Second, 500*time.Millisecond
 	mgr, err := ctrl.NewManager(s.config, ctrl.Options{
 		Scheme:                        sc,
 		LeaderElection:                true,
@@ -275,6 +281,7 @@ func TestControllerRuntimeOperator(t *testing.T) {
 	// The second replica: it must wait on the Lease, renewing nothing and
 	// reconciling nothing, for longer than a lease duration.
 	b := startReplica(t, s, sc, "replica-b")
+	bStarted := time.Now()
 
 	// Create: the leader adds its finalizer, writes the ConfigMap (owned
 	// by the Greeting) and the status.
@@ -323,9 +330,10 @@ func TestControllerRuntimeOperator(t *testing.T) {
 	}
 
 	// All the while the second replica waited: not elected, no reconcile,
-	// and the Lease still names the first. The steps above took longer
-	// than a lease duration (3 s) only on a slow run, so wait the rest.
-	time.Sleep(3500 * time.Millisecond)
+	// and the Lease still names the first. Wait out more than a lease
+	// duration since it started, so a replica that ignored the holder's
+	// renewals would have taken over by now.
+	time.Sleep(time.Until(bStarted.Add(leaseDuration + 1500*time.Millisecond)))
 	if b.elected() {
 		t.Fatalf("replica-b was elected while replica-a holds the Lease")
 	}
@@ -369,8 +377,8 @@ func checkLeaseRenewed(t *testing.T, l *coordinationv1.Lease) {
 	if l.Spec.RenewTime == nil {
 		t.Fatalf("Lease has no renewTime: %+v", l.Spec)
 	}
-	if age := time.Since(l.Spec.RenewTime.Time); age > 3*time.Second {
-		t.Fatalf("Lease last renewed %v ago, beyond its 3 s duration", age)
+	if age := time.Since(l.Spec.RenewTime.Time); age > leaseDuration {
+		t.Fatalf("Lease last renewed %v ago, beyond its %v duration", age, leaseDuration)
 	}
 }
 
