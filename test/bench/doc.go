@@ -9,6 +9,11 @@
 //   - BenchmarkStartup: cold start (fresh data dir) and warm restart
 //     (existing data dir) to /readyz;
 //   - BenchmarkIdleRSS: VmRSS of the server 30 s after it became ready;
+//   - BenchmarkCustomObjectCreate: custom-object create p99 (a CRD with a
+//     schema, defaults and CEL rules) against ConfigMap create p99, side
+//     by side on one server;
+//   - BenchmarkCRDIdleRSS: idle VmRSS of a server with 100 CRDs against
+//     one with none, both idle over the same window;
 //   - BenchmarkJob1000: a Job of 1,000 completions at parallelism 100 on
 //     simulated kubelets, from create to Complete;
 //   - BenchmarkStatefulSet10SimulatedPods: a StatefulSet scaled 0 → 10 on
