@@ -64,6 +64,7 @@ type connGuard struct {
 	evictable list.List
 	anonByIP  map[netip.Addr]int
 	high      int // most connections open since the memory was last given back
+	tail      int // connections still open when a flood's memory was given back
 	log       limitLog
 }
 
@@ -150,9 +151,10 @@ func (g *connGuard) giveBackAfterFloods(trim func() (int64, int64, error)) {
 		}
 		g.mu.Lock()
 		high, open := g.high, g.open
-		ebbed := floodEbbed(high, open)
+		ebbed := floodEbbed(high, open) || tailGone(g.tail, open)
 		if ebbed {
-			g.high = open
+			high = max(high, g.tail)
+			g.high, g.tail = open, open
 		}
 		g.mu.Unlock()
 		if !ebbed {
@@ -172,6 +174,19 @@ func (g *connGuard) giveBackAfterFloods(trim func() (int64, int64, error)) {
 // count as one: fewer cost too little memory (some 50 KiB each, idle) to
 // be worth two full GCs. It is also what a flood's tail may leave unfreed.
 const floodEbbDrop = 128
+
+// floodTailMin is the least tail worth a second give-back.
+const floodTailMin = 16
+
+// tailGone tells whether the connections still open when a flood's memory
+// was given back have mostly gone too. A flood's connections close over
+// one idle timeout, as they came, so the check that first sees it ebb
+// may leave a tail of some hundred (tens of KiB each, and the heap they
+// kept grown) for Go's slow scavenger; giving back again when the tail
+// halves brings the RSS down to where it was before the flood.
+func tailGone(tail, open int) bool {
+	return tail >= floodTailMin && open <= tail/2
+}
 
 // floodEbbed tells, from the high-water mark of open connections and
 // their number now, whether a flood has gone: most of it closed.
