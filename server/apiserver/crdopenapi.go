@@ -2,23 +2,31 @@ package apiserver
 
 import (
 	"bytes"
-	"context"
+	"container/list"
 	"crypto/sha512"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/sirupsen/logrus"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
 	"k8s.io/kube-openapi/pkg/spec3"
 )
+
+// crdOpenAPIBudget bounds the bytes of built group-version documents kept
+// between requests. One document is some 600 KB of JSON for ten CRDs (each
+// carries the shared metadata definitions), and the specs it is built
+// from several times that: built for every CRD as it came, they made 100
+// CRDs cost over 30 MB of heap that nothing read unless kubectl explain or
+// apply asked.
+const crdOpenAPIBudget = 4 << 20
 
 // crdOpenAPI serves the /openapi/v3 documents of the CRDs' group-versions
 // next to the built-in ones (openapi.Handler, made once from Go types):
@@ -27,119 +35,172 @@ import (
 // lists them with their hashes. kubectl explain reads them, and kubectl's
 // validation finds there that the server validates custom objects itself.
 //
-// Documents are rebuilt by one goroutine (run) from the CRDs that changed
-// since it last looked, so that serving a CRD never waits for them and a
-// burst of CRDs in one group-version costs one merge, not one per CRD.
+// A document is built when it is first asked for, and kept, within
+// crdOpenAPIBudget, until one of its CRDs changes. Its hash in the index
+// is made from what it is built from (its CRDs' names, UIDs and
+// resourceVersions), so the index needs no document built; clients take
+// the hash as opaque and only compare it.
 type crdOpenAPI struct {
-	mu    sync.RWMutex
-	docs  map[string]openapiDoc // "apis/<group>/<version>" -> document
-	built time.Time
-
-	pendingMu sync.Mutex
-	pending   map[string]*apiextensionsv1.CustomResourceDefinition // by name; nil: gone
-	wake      chan struct{}
-
-	// specs is run's own: each CRD's documents by group-version key.
-	specs map[string]map[string]*spec3.OpenAPI
+	mu      sync.Mutex
+	gvs     map[string]*crdOpenAPIDoc // "apis/<group>/<version>"
+	keys    map[string][]string       // CRD name -> the keys it serves
+	changed time.Time
+	lru     list.List // of *crdOpenAPIDoc with data, most recently used first
+	bytes   int       // of the data in lru
+	budget  int       // crdOpenAPIBudget
+	// build serializes building, so concurrent readers of one new
+	// document build it once.
+	build sync.Mutex
 }
 
-type openapiDoc struct {
-	data []byte
+type crdOpenAPIDoc struct {
+	key  string
+	crds map[string]*apiextensionsv1.CustomResourceDefinition
 	hash string
+	data []byte // nil until built, or once evicted
+	elem *list.Element
 }
 
 func newCRDOpenAPI() *crdOpenAPI {
-	return &crdOpenAPI{docs: map[string]openapiDoc{}, pending: map[string]*apiextensionsv1.CustomResourceDefinition{},
-		wake: make(chan struct{}, 1), specs: map[string]map[string]*spec3.OpenAPI{}}
+	return &crdOpenAPI{gvs: map[string]*crdOpenAPIDoc{}, keys: map[string][]string{}, budget: crdOpenAPIBudget}
 }
 
-// changed records that a CRD is served as crd now (nil: no longer).
-func (o *crdOpenAPI) changed(name string, crd *apiextensionsv1.CustomResourceDefinition) {
-	o.pendingMu.Lock()
-	o.pending[name] = crd
-	o.pendingMu.Unlock()
-	select {
-	case o.wake <- struct{}{}:
-	default:
+// crdChanged records that a CRD is served as crd now (nil: no longer).
+// crd is not modified afterwards (it is the watch cache's object).
+func (o *crdOpenAPI) crdChanged(name string, crd *apiextensionsv1.CustomResourceDefinition) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	dirty := map[string]bool{}
+	for _, key := range o.keys[name] {
+		delete(o.gvs[key].crds, name)
+		dirty[key] = true
 	}
-}
-
-func (o *crdOpenAPI) run(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-o.wake:
-		}
-		o.pendingMu.Lock()
-		pending := o.pending
-		o.pending = map[string]*apiextensionsv1.CustomResourceDefinition{}
-		o.pendingMu.Unlock()
-		dirty := map[string]bool{}
-		for name, crd := range pending {
-			for key := range o.specs[name] {
-				dirty[key] = true
-			}
-			delete(o.specs, name)
-			if crd == nil {
+	delete(o.keys, name)
+	if crd != nil {
+		for _, v := range crd.Spec.Versions {
+			if !v.Served {
 				continue
 			}
-			specs := map[string]*spec3.OpenAPI{}
-			for _, v := range crd.Spec.Versions {
-				if !v.Served {
-					continue
-				}
-				spec, err := builder.BuildOpenAPIV3(crd, v.Name, builder.Options{V2: false, IncludeSelectableFields: true})
-				if err != nil {
-					logrus.WithError(err).Warnf("CRD %s: OpenAPI for %s", crd.Name, v.Name)
-					continue
-				}
-				key := "apis/" + crd.Spec.Group + "/" + v.Name
-				specs[key] = spec
-				dirty[key] = true
+			key := "apis/" + crd.Spec.Group + "/" + v.Name
+			d := o.gvs[key]
+			if d == nil {
+				d = &crdOpenAPIDoc{key: key, crds: map[string]*apiextensionsv1.CustomResourceDefinition{}}
+				o.gvs[key] = d
 			}
-			o.specs[name] = specs
+			d.crds[name] = crd
+			o.keys[name] = append(o.keys[name], key)
+			dirty[key] = true
 		}
-		o.rebuild(dirty)
+	}
+	for key := range dirty {
+		d := o.gvs[key]
+		o.dropLocked(d)
+		if len(d.crds) == 0 {
+			delete(o.gvs, key)
+			continue
+		}
+		d.hash = inputHash(d.crds)
+	}
+	o.changed = time.Now()
+}
+
+// inputHash names the CRDs a document is built from, at their versions.
+func inputHash(crds map[string]*apiextensionsv1.CustomResourceDefinition) string {
+	names := make([]string, 0, len(crds))
+	for name := range crds {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	h := sha512.New()
+	for _, name := range names {
+		fmt.Fprintf(h, "%s/%s/%s\n", name, crds[name].UID, crds[name].ResourceVersion)
+	}
+	return fmt.Sprintf("%X", h.Sum(nil))
+}
+
+func (o *crdOpenAPI) dropLocked(d *crdOpenAPIDoc) {
+	if d.elem != nil {
+		o.lru.Remove(d.elem)
+		o.bytes -= len(d.data)
+		d.elem, d.data = nil, nil
 	}
 }
 
-// rebuild merges the documents of the given group-versions.
-func (o *crdOpenAPI) rebuild(keys map[string]bool) {
-	next := map[string]openapiDoc{}
-	for key := range keys {
-		var specs []*spec3.OpenAPI
-		for _, byKey := range o.specs {
-			if spec, ok := byKey[key]; ok {
-				specs = append(specs, spec)
-			}
-		}
-		if len(specs) == 0 {
-			next[key] = openapiDoc{}
-			continue
-		}
-		merged, err := builder.MergeSpecsV3(specs...)
-		if err != nil {
-			logrus.WithError(err).Warnf("OpenAPI for %s", key)
-			continue
-		}
-		data, err := json.Marshal(merged)
-		if err != nil {
-			logrus.WithError(err).Warnf("OpenAPI for %s", key)
-			continue
-		}
-		next[key] = openapiDoc{data: data, hash: fmt.Sprintf("%X", sha512.Sum512(data))}
+// document returns the current document of key and its hash, building it
+// if it is not kept; ok is false if no CRD serves key.
+func (o *crdOpenAPI) document(key string) (data []byte, hash string, ok bool, err error) {
+	if data, hash, ok, built := o.kept(key); !ok || built {
+		return data, hash, ok, nil
+	}
+	o.build.Lock()
+	defer o.build.Unlock()
+	o.mu.Lock()
+	d := o.gvs[key]
+	if d == nil || d.data != nil { // gone, or built meanwhile
+		o.mu.Unlock()
+		data, hash, ok, _ := o.kept(key)
+		return data, hash, ok, nil
+	}
+	hash = d.hash
+	crds := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(d.crds))
+	for _, crd := range d.crds {
+		crds = append(crds, crd)
+	}
+	o.mu.Unlock()
+	if data, err = buildGroupVersionDoc(key, crds); err != nil {
+		return nil, "", true, err
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for k, d := range next {
-		if d.data == nil {
-			delete(o.docs, k)
-		} else {
-			o.docs[k] = d
+	if o.gvs[key] == d && d.hash == hash && d.data == nil {
+		d.data = data
+		d.elem = o.lru.PushFront(d)
+		o.bytes += len(data)
+		for o.bytes > o.budget && o.lru.Len() > 1 {
+			o.dropLocked(o.lru.Back().Value.(*crdOpenAPIDoc))
 		}
 	}
-	o.built = time.Now()
+	// Built from the CRDs of hash, it answers for hash even if a CRD
+	// changed meanwhile: the next request names the new one.
+	return data, hash, true, nil
+}
+
+// kept returns key's hash and its document if it is built.
+func (o *crdOpenAPI) kept(key string) (data []byte, hash string, ok, built bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	d := o.gvs[key]
+	if d == nil {
+		return nil, "", false, false
+	}
+	if d.data != nil {
+		o.lru.MoveToFront(d.elem)
+	}
+	return d.data, d.hash, true, d.data != nil
+}
+
+// buildGroupVersionDoc merges the documents of the CRDs' versions served
+// at key.
+func buildGroupVersionDoc(key string, crds []*apiextensionsv1.CustomResourceDefinition) ([]byte, error) {
+	sort.Slice(crds, func(i, j int) bool { return crds[i].Name < crds[j].Name })
+	var specs []*spec3.OpenAPI
+	for _, crd := range crds {
+		for _, v := range crd.Spec.Versions {
+			if !v.Served || "apis/"+crd.Spec.Group+"/"+v.Name != key {
+				continue
+			}
+			spec, err := builder.BuildOpenAPIV3(crd, v.Name, builder.Options{V2: false, IncludeSelectableFields: true})
+			if err != nil {
+				return nil, fmt.Errorf("CRD %s version %s: %w", crd.Name, v.Name, err)
+			}
+			specs = append(specs, spec)
+		}
+	}
+	merged, err := builder.MergeSpecsV3(specs...)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(merged)
 }
 
 // serve answers /openapi/v3 (the built-in index with the CRDs' documents
@@ -151,43 +212,59 @@ func (o *crdOpenAPI) serve(w http.ResponseWriter, r *http.Request, builtin http.
 		return false
 	}
 	key = strings.Trim(key, "/")
-	o.mu.RLock()
-	defer o.mu.RUnlock()
 	if key == "" {
-		if len(o.docs) == 0 {
-			return false
-		}
-		rec := httptest.NewRecorder()
-		builtin.ServeHTTP(rec, r)
-		var index struct {
-			Paths map[string]map[string]string `json:"paths"`
-		}
-		if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &index) != nil {
-			return false
-		}
-		for k, d := range o.docs {
-			index.Paths[k] = map[string]string{"serverRelativeURL": "/openapi/v3/" + k + "?" + url.Values{"hash": {d.hash}}.Encode()}
-		}
-		data, _ := json.Marshal(index)
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Etag", strconv.Quote(fmt.Sprintf("%X", sha512.Sum512(data))))
-		http.ServeContent(w, r, "", o.built, bytes.NewReader(data))
-		return true
+		return o.serveIndex(w, r, builtin)
 	}
-	d, ok := o.docs[key]
+	data, hash, ok, err := o.document(key)
 	if !ok {
 		return false
 	}
+	if err != nil {
+		http.Error(w, fmt.Sprintf("OpenAPI for %s: %v", key, err), http.StatusInternalServerError)
+		return true
+	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Etag", strconv.Quote(d.hash))
-	if hash := r.URL.Query().Get("hash"); hash != "" {
-		if hash != d.hash {
-			http.Redirect(w, r, "/openapi/v3/"+key+"?"+url.Values{"hash": {d.hash}}.Encode(), http.StatusMovedPermanently)
+	w.Header().Set("Etag", strconv.Quote(hash))
+	if want := r.URL.Query().Get("hash"); want != "" {
+		if want != hash {
+			http.Redirect(w, r, "/openapi/v3/"+key+"?"+url.Values{"hash": {hash}}.Encode(), http.StatusMovedPermanently)
 			return true
 		}
 		w.Header().Set("Cache-Control", "public, immutable")
 		w.Header().Set("Expires", time.Now().AddDate(1, 0, 0).UTC().Format(http.TimeFormat))
 	}
-	http.ServeContent(w, r, "", o.built, bytes.NewReader(d.data))
+	o.mu.Lock()
+	changed := o.changed
+	o.mu.Unlock()
+	http.ServeContent(w, r, "", changed, bytes.NewReader(data))
+	return true
+}
+
+func (o *crdOpenAPI) serveIndex(w http.ResponseWriter, r *http.Request, builtin http.Handler) bool {
+	o.mu.Lock()
+	hashes := make(map[string]string, len(o.gvs))
+	for key, d := range o.gvs {
+		hashes[key] = d.hash
+	}
+	changed := o.changed
+	o.mu.Unlock()
+	if len(hashes) == 0 {
+		return false
+	}
+	rec := httptest.NewRecorder()
+	builtin.ServeHTTP(rec, r)
+	var index struct {
+		Paths map[string]map[string]string `json:"paths"`
+	}
+	if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &index) != nil {
+		return false
+	}
+	for key, hash := range hashes {
+		index.Paths[key] = map[string]string{"serverRelativeURL": "/openapi/v3/" + key + "?" + url.Values{"hash": {hash}}.Encode()}
+	}
+	data, _ := json.Marshal(index)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Etag", strconv.Quote(fmt.Sprintf("%X", sha512.Sum512(data))))
+	http.ServeContent(w, r, "", changed, bytes.NewReader(data))
 	return true
 }

@@ -49,7 +49,6 @@ type crdServed struct {
 func (s *Server) startCRDServing(ctx context.Context) {
 	s.crds = &crdServing{s: s, ctx: ctx, served: map[string]*crdServed{}}
 	s.crdOpenAPI = newCRDOpenAPI()
-	go s.crdOpenAPI.run(ctx)
 	go s.crds.run(ctx)
 }
 
@@ -204,7 +203,7 @@ func (c *crdServing) serve(crd *apiextensionsv1.CustomResourceDefinition, old *c
 		old.store.Stop()
 	}
 	c.served[crd.Name] = next
-	c.s.crdOpenAPI.changed(crd.Name, crd)
+	c.s.crdOpenAPI.crdChanged(crd.Name, crd)
 	return nil
 }
 
@@ -224,7 +223,7 @@ func (c *crdServing) remove(name string) {
 		return nil
 	})
 	old.store.Stop()
-	c.s.crdOpenAPI.changed(name, nil)
+	c.s.crdOpenAPI.crdChanged(name, nil)
 }
 
 // establish sets the Established condition through the CRD's storage,

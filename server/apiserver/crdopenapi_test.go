@@ -1,0 +1,143 @@
+package apiserver
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func openAPICRD(plural, kind, rv string) *apiextensionsv1.CustomResourceDefinition {
+	names := apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Singular: strings.ToLower(kind), Kind: kind, ListKind: kind + "List"}
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: plural + ".example.com", UID: types.UID("uid-" + plural), ResourceVersion: rv},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "example.com", Names: names, Scope: apiextensionsv1.NamespaceScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+						"spec": {Type: "object", Description: kind + "'s spec", Properties: map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}},
+					}}}}},
+		},
+		Status: apiextensionsv1.CustomResourceDefinitionStatus{AcceptedNames: names},
+	}
+}
+
+// builtinIndex stands for openapi.Handler's /openapi/v3 index.
+var builtinIndex = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	w.Write([]byte(`{"paths":{"api/v1":{"serverRelativeURL":"/openapi/v3/api/v1?hash=ABC"}}}`))
+})
+
+func getOpenAPI(t *testing.T, o *crdOpenAPI, path string) (*httptest.ResponseRecorder, bool) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	ok := o.serve(rec, httptest.NewRequest(http.MethodGet, path, nil), builtinIndex)
+	return rec, ok
+}
+
+func indexURLs(t *testing.T, o *crdOpenAPI) map[string]string {
+	t.Helper()
+	rec, ok := getOpenAPI(t, o, "/openapi/v3")
+	if !ok || rec.Code != http.StatusOK {
+		t.Fatalf("/openapi/v3: served %v, %d %s", ok, rec.Code, rec.Body)
+	}
+	var index struct {
+		Paths map[string]map[string]string `json:"paths"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &index); err != nil {
+		t.Fatal(err)
+	}
+	urls := map[string]string{}
+	for k, v := range index.Paths {
+		urls[k] = v["serverRelativeURL"]
+	}
+	return urls
+}
+
+// The index lists a CRD group-version with a hash before any document is
+// built; the document, built on request, merges its CRDs; a changed CRD
+// changes the hash (the old one redirects to the new); with no CRD left
+// the group-version is gone, from the index and as a document.
+func TestCRDOpenAPIBuiltOnRequest(t *testing.T) {
+	o := newCRDOpenAPI()
+	if _, ok := getOpenAPI(t, o, "/openapi/v3"); ok {
+		t.Fatal("with no CRDs the built-in index answers alone")
+	}
+	o.crdChanged("widgets.example.com", openAPICRD("widgets", "Widget", "10"))
+	o.crdChanged("gadgets.example.com", openAPICRD("gadgets", "Gadget", "11"))
+	urls := indexURLs(t, o)
+	first := urls["apis/example.com/v1"]
+	if urls["api/v1"] == "" || !strings.HasPrefix(first, "/openapi/v3/apis/example.com/v1?hash=") {
+		t.Fatalf("index %v", urls)
+	}
+	if len(o.gvs["apis/example.com/v1"].data) != 0 {
+		t.Fatal("the index built a document")
+	}
+	rec, ok := getOpenAPI(t, o, first)
+	if !ok || rec.Code != http.StatusOK {
+		t.Fatalf("document: %v %d %s", ok, rec.Code, rec.Body)
+	}
+	for _, want := range []string{"/apis/example.com/v1/namespaces/{namespace}/widgets", "/apis/example.com/v1/namespaces/{namespace}/gadgets", "Widget's spec", "Gadget's spec"} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("the document lacks %q", want)
+		}
+	}
+	if rec.Header().Get("Cache-Control") != "public, immutable" {
+		t.Errorf("a hashed URL is immutable; Cache-Control %q", rec.Header().Get("Cache-Control"))
+	}
+
+	o.crdChanged("gadgets.example.com", openAPICRD("gadgets", "Gadget", "12"))
+	second := indexURLs(t, o)["apis/example.com/v1"]
+	if second == first {
+		t.Fatal("a changed CRD kept its group-version's hash")
+	}
+	if rec, _ := getOpenAPI(t, o, first); rec.Code != http.StatusMovedPermanently || rec.Header().Get("Location") != second {
+		t.Errorf("the old hash: %d to %q, want 301 to %q", rec.Code, rec.Header().Get("Location"), second)
+	}
+
+	o.crdChanged("widgets.example.com", nil)
+	rec, _ = getOpenAPI(t, o, indexURLs(t, o)["apis/example.com/v1"])
+	if strings.Contains(rec.Body.String(), "/widgets") || !strings.Contains(rec.Body.String(), "/gadgets") {
+		t.Errorf("after widgets went, the document still has them or lost gadgets")
+	}
+	o.crdChanged("gadgets.example.com", nil)
+	if _, ok := getOpenAPI(t, o, "/openapi/v3"); ok {
+		t.Error("with no CRD left the index is not the built-in one")
+	}
+	if _, ok := getOpenAPI(t, o, "/openapi/v3/apis/example.com/v1"); ok {
+		t.Error("a group-version with no CRD left is served")
+	}
+}
+
+// Built documents are kept within the budget, the least recently read
+// dropped first, and built again when asked for.
+func TestCRDOpenAPIKeepsWithinItsBudget(t *testing.T) {
+	o := newCRDOpenAPI()
+	for _, g := range []string{"a", "b", "c"} {
+		crd := openAPICRD("things", "Thing", "1")
+		crd.Name, crd.Spec.Group = "things."+g+".example.com", g+".example.com"
+		o.crdChanged(crd.Name, crd)
+	}
+	rec, _ := getOpenAPI(t, o, "/openapi/v3/apis/a.example.com/v1")
+	o.budget = rec.Body.Len() * 2 // room for two
+	for _, g := range []string{"b", "a", "c"} {
+		if rec, ok := getOpenAPI(t, o, "/openapi/v3/apis/"+g+".example.com/v1"); !ok || rec.Code != http.StatusOK {
+			t.Fatalf("%s: %d", g, rec.Code)
+		}
+	}
+	kept := map[string]bool{}
+	for key, d := range o.gvs {
+		kept[key] = d.data != nil
+	}
+	if kept["apis/b.example.com/v1"] || !kept["apis/a.example.com/v1"] || !kept["apis/c.example.com/v1"] || o.bytes > o.budget {
+		t.Errorf("kept %v, %d bytes of %d: want a and c, the most recently read", kept, o.bytes, o.budget)
+	}
+	if rec, _ := getOpenAPI(t, o, "/openapi/v3/apis/b.example.com/v1"); !strings.Contains(rec.Body.String(), "/apis/b.example.com/v1/") {
+		t.Error("a dropped document was not built again")
+	}
+}
