@@ -30,6 +30,10 @@ const (
 	bookmarkInterval = time.Minute
 	// watcherBuffer events may queue for one slow watcher; past that the
 	// watcher is closed and its client resumes from its last revision.
+	// The queue grows as events wait and is let go once drained: most
+	// watchers never hold more than a few, and a fixed buffer of this
+	// size cost 72 KiB for each of the hundreds of watches a cluster
+	// with many CRDs holds (an informer of the garbage collector each).
 	watcherBuffer = 1024
 	// InitialEventsAnnotation marks the bookmark that ends a WatchList's
 	// initial events.
@@ -335,7 +339,7 @@ func (c *watchCache) watch(ctx context.Context, o ListOptions) (watch.Interface,
 		return nil, err
 	}
 	w := &cacheWatcher{
-		in:        make(chan cacheEvent, watcherBuffer),
+		wake:      make(chan struct{}, 1),
 		out:       make(chan watch.Event),
 		done:      make(chan struct{}),
 		scope:     c.s.scope(o.Namespace),
@@ -369,11 +373,8 @@ func (c *watchCache) watch(ctx context.Context, o ListOptions) (watch.Interface,
 		}
 		for i := 0; i < c.count; i++ {
 			ev := c.window[(c.start+i)%len(c.window)]
-			if ev.rv > rv {
-				w.in <- ev
-				if len(w.in) == cap(w.in) {
-					return nil, tooOldErr(rv, c.oldest)
-				}
+			if ev.rv > rv && !w.send(ev) {
+				return nil, tooOldErr(rv, c.oldest)
 			}
 		}
 	}
@@ -391,11 +392,14 @@ func (c *watchCache) remove(w *cacheWatcher) {
 // cacheWatcher is one client watch. The cache hands it events without
 // blocking; its own goroutine filters them and feeds the client.
 type cacheWatcher struct {
-	in          chan cacheEvent
+	mu     sync.Mutex
+	queue  []cacheEvent  // under mu; at most watcherBuffer
+	closed bool          // under mu: no more events (too slow, or stopped)
+	wake   chan struct{} // signalled when queue or closed changes
+
 	out         chan watch.Event
 	done        chan struct{}
 	stopOnce    sync.Once
-	closeIn     sync.Once
 	scope       string
 	pred        Predicate
 	bookmarks   bool
@@ -409,16 +413,41 @@ type cacheWatcher struct {
 // send queues an event; false means the watcher is gone or too slow and
 // must be dropped (its client will resume from its last revision).
 func (w *cacheWatcher) send(ev cacheEvent) bool {
+	w.mu.Lock()
+	ok := !w.closed && len(w.queue) < watcherBuffer
+	if ok {
+		w.queue = append(w.queue, ev)
+	} else {
+		w.closed = true
+	}
+	w.mu.Unlock()
+	w.signal()
+	return ok
+}
+
+func (w *cacheWatcher) signal() {
 	select {
-	case w.in <- ev:
-		return true
+	case w.wake <- struct{}{}:
 	default:
-		w.terminate()
-		return false
 	}
 }
 
-func (w *cacheWatcher) terminate() { w.closeIn.Do(func() { close(w.in) }) }
+func (w *cacheWatcher) terminate() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+	w.signal()
+}
+
+// take returns the queued events, and whether the watcher has ended
+// once they are handled.
+func (w *cacheWatcher) take() ([]cacheEvent, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	evs := w.queue
+	w.queue = nil
+	return evs, w.closed
+}
 
 func (w *cacheWatcher) Stop() {
 	w.stopOnce.Do(func() {
@@ -467,11 +496,14 @@ func (w *cacheWatcher) run(ctx context.Context) {
 			return
 		case <-w.done:
 			return
-		case ev, ok := <-w.in:
-			if !ok {
-				return
+		case <-w.wake:
+			evs, closed := w.take()
+			for _, ev := range evs {
+				if out, ok := w.filter(ev); ok && !w.emit(out) {
+					return
+				}
 			}
-			if out, ok := w.filter(ev); ok && !w.emit(out) {
+			if closed {
 				return
 			}
 		}
