@@ -303,7 +303,7 @@ func sortCustomVersions(t *servedTable) {
 func (s *Server) customTypeConverter(gvk schema.GroupVersionKind) managedfields.TypeConverter {
 	for _, sv := range s.live().byGroup[gvk.GroupVersion().String()] {
 		if sv.Kind == gvk.Kind && sv.Custom != nil && sv.Custom.TypeConverter != nil {
-			return sv.Custom.TypeConverter()
+			return sv.Custom.TypeConverter
 		}
 	}
 	return nil

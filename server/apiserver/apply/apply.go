@@ -72,16 +72,13 @@ type Manager struct {
 	// when it has none usable): the API server's CRDs.
 	Custom func(gvk schema.GroupVersionKind) managedfields.TypeConverter
 	// managers maps fmKey to cached. Entries are immutable once stored;
-	// a lost LoadOrStore race only wastes one cheap construction.
+	// a lost race only wastes one cheap construction.
 	managers sync.Map
 }
 
 type fmKey struct {
 	gvk         schema.GroupVersionKind
 	subresource string
-	// custom is a custom kind's schema: a CRD's change makes a new one,
-	// and with it a new field manager.
-	custom managedfields.TypeConverter
 }
 
 // New returns a Manager. defaulter fills in defaults in place (the API
@@ -111,6 +108,9 @@ var errUnsupported = errors.New("kind has no apply schema")
 type cached struct {
 	fm  *managedfields.FieldManager
 	err error
+	// custom is the schema a custom kind's field manager was made with:
+	// a CRD's change makes a new one, which replaces the entry.
+	custom managedfields.TypeConverter
 }
 
 // fieldManager returns the shared field manager for gvk and subresource,
@@ -118,24 +118,25 @@ type cached struct {
 func (m *Manager) fieldManager(gvk schema.GroupVersionKind, subresource string) (*managedfields.FieldManager, error) {
 	custom := !scheme.Scheme.Recognizes(gvk)
 	key := fmKey{gvk: gvk, subresource: subresource}
+	var schema managedfields.TypeConverter
 	if custom && m.Custom != nil {
-		key.custom = m.Custom(gvk)
+		schema = m.Custom(gvk)
 	}
-	if c, ok := m.managers.Load(key); ok {
+	if c, ok := m.managers.Load(key); ok && c.(cached).custom == schema {
 		return c.(cached).fm, c.(cached).err
 	}
 	if custom {
 		// A custom resource: its CRD's schema when it has one (list-map
 		// keys and map types as declared), else fields deduced from the
 		// objects themselves (maps merge, lists are atomic), as upstream.
-		tc := key.custom
+		tc := schema
 		if tc == nil {
 			tc = managedfields.NewDeducedTypeConverter()
 		}
 		fm, err := managedfields.NewDefaultFieldManager(tc, unstructuredConvertor{},
 			m.defaulter, unstructuredscheme.NewUnstructuredCreator(), gvk, gvk.GroupVersion(), subresource, nil)
-		actual, _ := m.managers.LoadOrStore(key, cached{fm: fm, err: err})
-		return actual.(cached).fm, actual.(cached).err
+		m.managers.Store(key, cached{fm: fm, err: err, custom: schema})
+		return fm, err
 	}
 	empty, err := newEmpty(gvk)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 
 	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
@@ -22,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured/unstructuredscheme"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -41,7 +41,7 @@ type Custom struct {
 	Terminating bool
 	// TypeConverter is the kind's schema for server-side apply and
 	// managedFields, built on first use (nil: fields are deduced).
-	TypeConverter func() managedfields.TypeConverter
+	TypeConverter managedfields.TypeConverter
 	// Prune drops the fields the schema does not declare from a decoded
 	// object and names them ("spec.bogus"), for the request's
 	// fieldValidation: custom objects decode without a Go type that
@@ -127,27 +127,14 @@ func customResource(crd *apiextensionsv1.CustomResourceDefinition, v apiextensio
 	if internal != nil {
 		props = internal.OpenAPIV3Schema
 	}
-	validator, _, err := apiservervalidation.NewSchemaValidator(props)
-	if err != nil {
-		return nil, err
-	}
 	subs, err := apihelpers.GetSubresourcesForVersion(crd, v.Name)
 	if err != nil {
 		return nil, err
 	}
 	var status *apiextensions.CustomResourceSubresourceStatus
-	var statusValidator apiservervalidation.SchemaValidator
 	var scale *apiextensions.CustomResourceSubresourceScale
 	if subs != nil && subs.Status != nil {
 		status = &apiextensions.CustomResourceSubresourceStatus{}
-		// /status validates against the status schema only.
-		if props != nil {
-			if st, ok := props.Properties["status"]; ok {
-				if statusValidator, _, err = apiservervalidation.NewSchemaValidator(&st); err != nil {
-					return nil, err
-				}
-			}
-		}
 	}
 	if subs != nil && subs.Scale != nil {
 		scale = &apiextensions.CustomResourceSubresourceScale{}
@@ -155,9 +142,13 @@ func customResource(crd *apiextensionsv1.CustomResourceDefinition, v apiextensio
 			return nil, err
 		}
 	}
-	strategy := customresource.NewStrategy(unstructuredscheme.NewUnstructuredObjectTyper(), namespaced, gvk,
-		validator, statusValidator, structural, status, scale, v.SelectableFields)
-	statusStrategy := customresource.NewStatusStrategy(strategy)
+	typer := unstructuredscheme.NewUnstructuredObjectTyper()
+	// Selectable fields need no schema: this strategy, without validators
+	// (and so without CEL), answers for them on every read.
+	attrs := customresource.NewStrategy(typer, namespaced, gvk, nil, nil, nil, status, scale, v.SelectableFields)
+	writer := newCustomWriter(func() *customWrite {
+		return buildCustomWrite(crd, typer, namespaced, gvk, props, structural, status, scale, v.SelectableFields)
+	})
 
 	columns := v.AdditionalPrinterColumns
 	table, err := tableconvertor.New(columns)
@@ -181,7 +172,7 @@ func customResource(crd *apiextensionsv1.CustomResourceDefinition, v apiextensio
 			return l
 		},
 		Fields: func(obj runtime.Object) fields.Set {
-			_, fs, err := strategy.GetAttrs(obj)
+			_, fs, err := attrs.GetAttrs(obj)
 			if err != nil {
 				return nil
 			}
@@ -194,7 +185,7 @@ func customResource(crd *apiextensionsv1.CustomResourceDefinition, v apiextensio
 		},
 		Custom: &Custom{CRD: crd.Name, UID: crd.UID, StorageVersion: storageVersion,
 			Terminating:   apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Terminating),
-			TypeConverter: sync.OnceValue(func() managedfields.TypeConverter { return applySchema(crd) }),
+			TypeConverter: writerTypeConverter{writer},
 			Prune: func(obj runtime.Object) []string {
 				u, ok := obj.(*unstructured.Unstructured)
 				if !ok || structural == nil || preserve {
@@ -224,19 +215,19 @@ func customResource(crd *apiextensionsv1.CustomResourceDefinition, v apiextensio
 				if _, ok := obj.(*unstructured.Unstructured); !ok {
 					return field.ErrorList{field.InternalError(nil, fmt.Errorf("%T is not a custom object", obj))}
 				}
-				return strategy.Validate(context.Background(), obj)
+				return writer.get().validate(obj)
 			},
 			ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
 				if errs := sameUnstructured(obj, old); errs != nil {
 					return errs
 				}
-				return strategy.ValidateUpdate(context.Background(), obj, old)
+				return writer.get().validateUpdate(obj, old)
 			},
 			ValidateStatusUpdate: func(obj, old runtime.Object) field.ErrorList {
 				if errs := sameUnstructured(obj, old); errs != nil {
 					return errs
 				}
-				return statusStrategy.ValidateUpdate(context.Background(), obj, old)
+				return writer.get().validateStatus(obj, old)
 			},
 		},
 	}
@@ -244,6 +235,50 @@ func customResource(crd *apiextensionsv1.CustomResourceDefinition, v apiextensio
 		r.Scale = customScale(scale)
 	}
 	return r, nil
+}
+
+// buildCustomWrite builds a kind's write path: upstream's strategy with
+// the schema validators and CEL rules, and the apply schema.
+func buildCustomWrite(crd *apiextensionsv1.CustomResourceDefinition, typer runtime.ObjectTyper, namespaced bool, gvk schema.GroupVersionKind,
+	props *apiextensions.JSONSchemaProps, structural *structuralschema.Structural, status *apiextensions.CustomResourceSubresourceStatus,
+	scale *apiextensions.CustomResourceSubresourceScale, selectable []apiextensionsv1.SelectableField) *customWrite {
+	validator, _, err := apiservervalidation.NewSchemaValidator(props)
+	var statusValidator apiservervalidation.SchemaValidator
+	if err == nil && status != nil && props != nil {
+		// /status validates against the status schema only.
+		if st, ok := props.Properties["status"]; ok {
+			statusValidator, _, err = apiservervalidation.NewSchemaValidator(&st)
+		}
+	}
+	if err != nil {
+		// The CRD's schema was checked when it was written: this is a
+		// bug, and its objects cannot be validated.
+		invalid := func() field.ErrorList {
+			return field.ErrorList{field.InternalError(nil, fmt.Errorf("CRD %s: schema validator: %w", crd.Name, err))}
+		}
+		return &customWrite{
+			validate:       func(runtime.Object) field.ErrorList { return invalid() },
+			validateUpdate: func(_, _ runtime.Object) field.ErrorList { return invalid() },
+			validateStatus: func(_, _ runtime.Object) field.ErrorList { return invalid() },
+			typeConverter:  managedfields.NewDeducedTypeConverter(),
+		}
+	}
+	strategy := customresource.NewStrategy(typer, namespaced, gvk, validator, statusValidator, structural, status, scale, selectable)
+	statusStrategy := customresource.NewStatusStrategy(strategy)
+	tc := applySchema(crd)
+	if tc == nil {
+		tc = managedfields.NewDeducedTypeConverter()
+	}
+	return &customWrite{
+		validate: func(obj runtime.Object) field.ErrorList { return strategy.Validate(context.Background(), obj) },
+		validateUpdate: func(obj, old runtime.Object) field.ErrorList {
+			return strategy.ValidateUpdate(context.Background(), obj, old)
+		},
+		validateStatus: func(obj, old runtime.Object) field.ErrorList {
+			return statusStrategy.ValidateUpdate(context.Background(), obj, old)
+		},
+		typeConverter: tc,
+	}
 }
 
 func sameUnstructured(obj, old runtime.Object) field.ErrorList {
