@@ -70,7 +70,8 @@ func dropFilePages(path string) error {
 }
 
 // TrimAfter runs Trim once, after d (when the process has started up),
-// unless ctx ends first, and logs what it gave back.
+// unless ctx ends first, and logs what it gave back; then it gives back
+// what each burst of work leaves (giveBackWhenQuiet) until ctx ends.
 func TrimAfter(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
@@ -83,6 +84,7 @@ func TrimAfter(ctx context.Context, d time.Duration) {
 		return
 	}
 	logrus.Infof("resident: gave back the startup pages: RSS %.1f MiB → %.1f MiB", float64(before)/(1<<20), float64(after)/(1<<20))
+	giveBackWhenQuiet(ctx, statusBytes("RssFile"))
 }
 
 func rss() int64 { return statusBytes("VmRSS") }
