@@ -5,7 +5,7 @@
 // orphan finalizers the API server puts on owners.
 //
 // Like the namespace controller it is an ordinary API client: discovery
-// tells it which resources exist, metadata informers watch all of them,
+// tells it which resources exist, metadata reflectors watch all of them,
 // and the metadata client reads, patches and deletes generically, so
 // custom resources are handled like built-in ones.
 package garbagecollector
@@ -27,7 +27,6 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
@@ -71,12 +70,6 @@ type GarbageCollector struct {
 	monitors   map[schema.GroupVersionResource]*monitor
 	discovered bool
 	monitorWG  sync.WaitGroup
-}
-
-// monitor is the metadata informer of one resource.
-type monitor struct {
-	informer cache.SharedIndexInformer
-	cancel   context.CancelFunc
 }
 
 // New returns a garbage collector. disco finds the resources to watch and
@@ -162,7 +155,7 @@ func (gc *GarbageCollector) synced() bool {
 		return false
 	}
 	for _, m := range gc.monitors {
-		if !m.informer.HasSynced() {
+		if !m.store.synced.Load() {
 			return false
 		}
 	}
@@ -232,28 +225,18 @@ func (gc *GarbageCollector) resyncMonitors(ctx context.Context) {
 }
 
 func (gc *GarbageCollector) startMonitor(ctx context.Context, gvr schema.GroupVersionResource, gvk schema.GroupVersionKind) {
-	inf := metadatainformer.NewFilteredMetadataInformer(gc.metadata, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
-	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj interface{}) { gc.graph.observe(gvr, gvk, obj) },
-		UpdateFunc: func(_, obj interface{}) { gc.graph.observe(gvr, gvk, obj) },
-		DeleteFunc: gc.graph.forget,
-	})
-	if err != nil {
-		logrus.WithError(err).Debugf("garbage collector: monitor %s", gvr)
-		return
-	}
-	mctx, cancel := context.WithCancel(ctx)
+	m, run := newMonitor(ctx, gc.metadata, gc.graph, gvr, gvk)
 	gc.mu.Lock()
 	defer gc.mu.Unlock()
 	if ctx.Err() != nil {
-		cancel()
+		m.cancel()
 		return
 	}
-	gc.monitors[gvr] = &monitor{informer: inf, cancel: cancel}
+	gc.monitors[gvr] = m
 	gc.monitorWG.Add(1)
 	go func() {
 		defer gc.monitorWG.Done()
-		inf.RunWithContext(mctx)
+		run()
 	}()
 	logrus.Debugf("garbage collector: monitoring %s", gvr)
 }
