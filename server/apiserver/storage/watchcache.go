@@ -171,15 +171,36 @@ func (c *watchCache) requestProgress(ctx context.Context) {
 	}
 }
 
+// current returns the cached object at key if it is the one of revision
+// rev: an event's previous value is, almost always, the object the cache
+// holds, and sharing it rather than decoding the previous value again
+// halves what the window holds (each event kept two decoded objects, the
+// previous one a copy of the last event's).
+func (c *watchCache) current(key string, rev int64) runtime.Object {
+	c.mu.RLock()
+	obj := c.objects[key]
+	c.mu.RUnlock()
+	if obj == nil {
+		return nil
+	}
+	if acc, err := meta.Accessor(obj); err != nil || acc.GetResourceVersion() != formatRV(rev) {
+		return nil
+	}
+	return obj
+}
+
 func (c *watchCache) apply(ev *clientv3.Event) {
 	key := string(ev.Kv.Key)
 	rev := ev.Kv.ModRevision
 	ce := cacheEvent{key: key, rv: rev}
 	var err error
 	if ev.PrevKv != nil {
-		ce.prev, _, _, err = c.s.decodeStored(c.wctx, ev.PrevKv.Value, key, ev.PrevKv.ModRevision)
-		if err != nil {
-			logrus.WithError(err).Warnf("watch cache: bad previous value of %s", key)
+		ce.prev = c.current(key, ev.PrevKv.ModRevision)
+		if ce.prev == nil {
+			ce.prev, _, _, err = c.s.decodeStored(c.wctx, ev.PrevKv.Value, key, ev.PrevKv.ModRevision)
+			if err != nil {
+				logrus.WithError(err).Warnf("watch cache: bad previous value of %s", key)
+			}
 		}
 	}
 	switch ev.Type {

@@ -70,3 +70,52 @@ func TestWatcherDeliversWhileRunning(t *testing.T) {
 		t.Fatal("the watch did not end on Stop")
 	}
 }
+
+// An event's previous object is the one the cache held, not a second
+// decoding of it.
+func TestWindowSharesThePreviousObject(t *testing.T) {
+	s, _ := newTestStore(t)
+	ctx := context.Background()
+	key := s.Key("ns", "a")
+	if _, err := s.Create(ctx, key, pod("a", ""), false); err != nil {
+		t.Fatal(err)
+	}
+	c := s.cache
+	waitRV := func(rv int64) {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			c.mu.RLock()
+			at := c.rv
+			c.mu.RUnlock()
+			if at >= rv || time.Now().After(deadline) {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	created, err := s.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv, _ := ParseRV(created.(*corev1.Pod).ResourceVersion)
+	waitRV(rv)
+	c.mu.RLock()
+	held := c.objects[key]
+	c.mu.RUnlock()
+	updated, _, err := s.Update(ctx, key, func(cur runtime.Object) (runtime.Object, error) {
+		p := cur.(*corev1.Pod).DeepCopy()
+		p.Spec.NodeName = "n1"
+		return p, nil
+	}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv, _ = ParseRV(updated.(*corev1.Pod).ResourceVersion)
+	waitRV(rv)
+	c.mu.RLock()
+	last := c.window[(c.start+c.count-1)%len(c.window)]
+	c.mu.RUnlock()
+	if last.typ != watch.Modified || last.prev != held {
+		t.Errorf("the update's event: %s, previous object shared with the cache's: %v", last.typ, last.prev == held)
+	}
+}
