@@ -84,7 +84,7 @@ func newWatchCache(ctx context.Context, s *Store, capacity int) (*watchCache, er
 		return nil, err
 	}
 	go c.run(ctx)
-	go c.requestProgress(ctx)
+	c.requestProgress(ctx)
 	return c, nil
 }
 
@@ -159,16 +159,17 @@ func (c *watchCache) run(ctx context.Context) {
 // requestProgress asks etcd every bookmarkInterval to confirm the revision
 // this stream has reached; the answer advances rv and becomes bookmarks.
 func (c *watchCache) requestProgress(ctx context.Context) {
-	t := time.NewTicker(bookmarkInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
+	// A timer, not a goroutine waiting on a ticker: one per resource,
+	// and a cluster with many CRDs has hundreds of resources.
+	var tick func()
+	tick = func() {
+		if ctx.Err() != nil {
 			return
-		case <-t.C:
-			_ = c.s.client.RequestProgress(c.wctx)
 		}
+		_ = c.s.client.RequestProgress(c.wctx)
+		time.AfterFunc(bookmarkInterval, tick)
 	}
+	time.AfterFunc(bookmarkInterval, tick)
 }
 
 // current returns the cached object at key if it is the one of revision
