@@ -13,7 +13,6 @@ import (
 	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
 	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
-	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
 	"k8s.io/apiextensions-apiserver/pkg/registry/customresource"
 	"k8s.io/apiextensions-apiserver/pkg/registry/customresource/tableconvertor"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/kube-openapi/pkg/spec3"
 )
 
 // Custom is what a resource served from a CRD carries beyond a built-in's.
@@ -315,27 +313,4 @@ func customScale(sc *apiextensions.CustomResourceSubresourceScale) *Scale {
 			_ = unstructured.SetNestedField(u.Object, int64(n), path(sc.SpecReplicasPath)...)
 		},
 	}
-}
-
-// applySchema is upstream's apply models of a CRD (every version's
-// OpenAPI schema, merged), as its CRD handler builds them; nil when the
-// CRD has none or they do not convert, and fields are then deduced.
-func applySchema(crd *apiextensionsv1.CustomResourceDefinition) managedfields.TypeConverter {
-	var specs []*spec3.OpenAPI
-	for _, v := range crd.Spec.Versions {
-		s, err := builder.BuildOpenAPIV3(crd, v.Name, builder.Options{})
-		if err != nil {
-			return nil
-		}
-		specs = append(specs, s)
-	}
-	merged, err := builder.MergeSpecsV3(specs...)
-	if err != nil || merged.Components == nil {
-		return nil
-	}
-	tc, err := managedfields.NewTypeConverter(merged.Components.Schemas, crd.Spec.PreserveUnknownFields)
-	if err != nil {
-		return nil
-	}
-	return tc
 }

@@ -5,7 +5,11 @@ import (
 	"testing"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/utils/ptr"
 )
 
 // The write path is built on first use, kept while used, let go after
@@ -47,5 +51,69 @@ func TestWriterTypeConverterIsStable(t *testing.T) {
 	var a, b managedfields.TypeConverter = writerTypeConverter{w}, writerTypeConverter{w}
 	if a != b {
 		t.Error("two converters of one writer differ")
+	}
+}
+
+// benchWriteCRD is a CRD as operators ship them: a typed spec with a
+// list-map, bounds, a default, two CEL rules, status and scale.
+func benchWriteCRD() *apiextensionsv1.CustomResourceDefinition {
+	names := apiextensionsv1.CustomResourceDefinitionNames{Plural: "gadgets", Singular: "gadget", Kind: "Gadget", ListKind: "GadgetList"}
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "gadgets.example.com"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "example.com", Names: names, Scope: apiextensionsv1.NamespaceScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: "v1", Served: true, Storage: true,
+				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{},
+					Scale: &apiextensionsv1.CustomResourceSubresourceScale{SpecReplicasPath: ".spec.replicas", StatusReplicasPath: ".status.replicas"}},
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object",
+					Properties: map[string]apiextensionsv1.JSONSchemaProps{
+						"spec": {Type: "object",
+							Properties: map[string]apiextensionsv1.JSONSchemaProps{
+								"replicas": {Type: "integer", Minimum: ptr.To[float64](0), Default: &apiextensionsv1.JSON{Raw: []byte("1")}},
+								"labels":   {Type: "object", AdditionalProperties: &apiextensionsv1.JSONSchemaPropsOrBool{Schema: &apiextensionsv1.JSONSchemaProps{Type: "string"}}},
+								"ports": {Type: "array", XListType: ptr.To("map"), XListMapKeys: []string{"port"},
+									Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{
+										Type: "object", Required: []string{"port"},
+										Properties: map[string]apiextensionsv1.JSONSchemaProps{"name": {Type: "string"}, "port": {Type: "integer"}},
+									}}},
+								"template": {Type: "object", XEmbeddedResource: true, XPreserveUnknownFields: ptr.To(true)},
+							},
+							XValidations: apiextensionsv1.ValidationRules{
+								{Rule: "self.replicas <= 50", Message: "at most 50"},
+								{Rule: "!has(self.ports) || self.ports.all(p, p.port != 22)", Message: "port 22 is reserved"},
+							},
+						},
+						"status": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"replicas": {Type: "integer"}}},
+					},
+				}},
+			}},
+		},
+		Status: apiextensionsv1.CustomResourceDefinitionStatus{AcceptedNames: names},
+	}
+}
+
+// BenchmarkCustomWriteBuild is what the first write of a kind, or the
+// first after its write path was let go, pays.
+func BenchmarkCustomWriteBuild(b *testing.B) {
+	rs, err := CustomResources(benchWriteCRD())
+	if err != nil {
+		b.Fatal(err)
+	}
+	obj := &unstructured.Unstructured{Object: map[string]interface{}{"apiVersion": "example.com/v1", "kind": "Gadget",
+		"metadata": map[string]interface{}{"name": "g", "namespace": "ns"}, "spec": map[string]interface{}{"replicas": int64(2)}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		w := rs[0].Custom.TypeConverter.(writerTypeConverter).w
+		w.mu.Lock()
+		w.cur = nil
+		w.mu.Unlock()
+		if errs := rs[0].Validate(obj); len(errs) != 0 {
+			b.Fatal(errs)
+		}
+		if _, err := rs[0].Custom.TypeConverter.ObjectToTyped(obj); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
