@@ -19,9 +19,10 @@ import (
 // which client-go and kubectl do since 1.30; anything else gets the legacy
 // documents. The aggregated document is built from the same served table
 // and the same discoveryEntries as the legacy ones, so the two cannot
-// disagree. It is built when that table changes (resourcesChanged), not per
-// request, because clients poll it: its ETag lets them do so with
-// If-None-Match and a 304.
+// disagree. It is built once per table, on the first request that finds
+// the table changed, not per request, because clients poll it: its ETag
+// lets them do so with If-None-Match and a 304. Nor is it built per
+// change: a burst of 100 CRDs changes the table some 200 times.
 //
 // Upstream's handler (k8s.io/apiserver/pkg/endpoints/discovery/aggregated)
 // is not used: it negotiates through apiserver's codec factories and
@@ -41,29 +42,30 @@ type discoveryDoc struct {
 }
 
 // discoveryDocs are /api's document (the core group) and /apis' (the
-// others), swapped together.
+// others), swapped together, and the served table they describe.
 type discoveryDocs struct {
+	table        *servedTable
 	core, groups *discoveryDoc
 }
 
-// resourcesChanged rebuilds the aggregated discovery documents from the
-// served table; whoever adds or removes served resources calls it once the
-// table holds the change. Readers load the documents atomically and never
-// wait; builds are serialized so that a slow build of an older table
-// cannot replace a newer one.
-func (s *Server) resourcesChanged() {
-	s.discoveryMu.Lock()
-	defer s.discoveryMu.Unlock()
-	t := s.live()
-	s.discovery.Store(&discoveryDocs{core: s.buildDiscovery(t, true), groups: s.buildDiscovery(t, false)})
-}
-
+// discoveryDocs returns the documents of the live table, building them if
+// the table changed since they were built. Readers of an unchanged table
+// load them atomically and never wait; builds are serialized, so one
+// change costs one build however many clients ask at once.
 func (s *Server) discoveryDocs() *discoveryDocs {
-	if d := s.discovery.Load(); d != nil {
+	t := s.live()
+	if d := s.discovery.Load(); d != nil && d.table == t {
 		return d
 	}
-	s.resourcesChanged()
-	return s.discovery.Load()
+	s.discoveryMu.Lock()
+	defer s.discoveryMu.Unlock()
+	t = s.live()
+	if d := s.discovery.Load(); d != nil && d.table == t {
+		return d
+	}
+	d := &discoveryDocs{table: t, core: s.buildDiscovery(t, true), groups: s.buildDiscovery(t, false)}
+	s.discovery.Store(d)
+	return d
 }
 
 // buildDiscovery makes the document for the core group (/api) or for the

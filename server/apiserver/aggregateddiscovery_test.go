@@ -31,7 +31,6 @@ func discoveryServer() *Server {
 		t.serve(&served{Resource: r})
 	}
 	s.tbl.Store(t)
-	s.resourcesChanged()
 	return s
 }
 

@@ -112,7 +112,6 @@ func (s *Server) changeTable(change func(t *servedTable) error) error {
 	}
 	s.tbl.Store(next)
 	s.tableMu.Unlock()
-	s.resourcesChanged()
 	return nil
 }
 

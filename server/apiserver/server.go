@@ -97,7 +97,7 @@ type Server struct {
 	tableMu     sync.Mutex
 	crds        *crdServing // the custom resources served from CRDs (crdserving.go)
 	crdOpenAPI  *crdOpenAPI // their /openapi/v3 documents (crdopenapi.go)
-	discoveryMu sync.Mutex  // serializes resourcesChanged
+	discoveryMu sync.Mutex  // serializes discovery builds
 	discovery   atomic.Pointer[discoveryDocs]
 	openapi     http.Handler
 	services    *allocator.Services
@@ -185,7 +185,6 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.tbl.Store(t)
 	s.openapi = openapi.New(specs)
-	s.resourcesChanged()
 	// Server-side apply defaults what it merges with the kind's own rules.
 	s.fields = apply.New(func(obj runtime.Object) {
 		if r, ok := byType[reflect.TypeOf(obj)]; ok {
