@@ -23,6 +23,10 @@ const (
 	// process frees about its live heap each GC cycle and reuses it over
 	// the next one; that is not worth a give-back.
 	reuseChecks = 4
+	// fileGiveBackEvery spaces the give-backs of executable pages: code
+	// the process runs every few minutes faults back after each, and
+	// would otherwise be given back again and again.
+	fileGiveBackEvery = 10 * time.Minute
 )
 
 // giveBackWhenQuiet gives back, once a burst of work is over, what it
@@ -50,6 +54,7 @@ func giveBackWhenQuiet(ctx context.Context, baseFile int64) {
 	// settled: at start, and a check after each give-back, once what it
 	// still runs has been faulted back.
 	settling := false
+	var lastFileGiveBack time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -66,8 +71,15 @@ func giveBackWhenQuiet(ctx context.Context, baseFile int64) {
 		}
 		logrus.Tracef("resident: %.1f MiB allocated, %.1f MiB of free heap, %.1f MiB of the executable faulted in",
 			float64(alloc)/(1<<20), float64(free)/(1<<20), float64(file-baseFile)/(1<<20))
-		if !worthGivingBack(alloc, free, uint64(max(file-baseFile, 0))) {
+		grown := uint64(max(file-baseFile, 0))
+		if !lastFileGiveBack.IsZero() && time.Since(lastFileGiveBack) < fileGiveBackEvery {
+			grown = 0
+		}
+		if !worthGivingBack(alloc, free, grown) {
 			continue
+		}
+		if grown >= minGiveBack {
+			lastFileGiveBack = time.Now()
 		}
 		before, after, err := Trim()
 		if err != nil {
