@@ -112,16 +112,17 @@ type kubeletError struct {
 func (e *kubeletError) Error() string { return e.msg }
 
 func (s *Server) kubeletTransport() http.RoundTripper {
-	s.kubeletOnce.Do(func() {
-		// Kubelets serve self-signed certificates, as upstream's do by
-		// default; the API server authenticates itself to them.
-		s.kubeletRT = &http.Transport{
-			TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{*s.cfg.KubeletClientCert},
-				InsecureSkipVerify: true, MinVersion: tls.VersionTLS12},
-			Proxy: nil,
-		}
-	})
+	// Kubelets serve self-signed certificates, as upstream's do by
+	// default; the API server authenticates itself to them.
+	s.kubeletOnce.Do(func() { s.kubeletRT = unverifiedTransport(*s.cfg.KubeletClientCert) })
 	return s.kubeletRT
+}
+
+// unverifiedTransport is the API server's client to kubelets and pods:
+// HTTPS without checking the server's certificate (self-signed on both,
+// as upstream's), presenting certs, and never through an HTTP proxy.
+func unverifiedTransport(certs ...tls.Certificate) *http.Transport {
+	return &http.Transport{TLSClientConfig: &tls.Config{Certificates: certs, InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}}
 }
 
 func kubeletAddress(n *corev1.Node) (string, int) {

@@ -1,7 +1,6 @@
 package apiserver
 
 import (
-	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -88,11 +87,6 @@ func (s *Server) proxyToPod(w http.ResponseWriter, r *http.Request, info request
 }
 
 func (s *Server) podTransport() http.RoundTripper {
-	s.podOnce.Do(func() {
-		s.podRT = &http.Transport{
-			TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12},
-			Proxy:           nil,
-		}
-	})
+	s.podOnce.Do(func() { s.podRT = unverifiedTransport() })
 	return s.podRT
 }
