@@ -300,3 +300,42 @@ func TestIngressClass(t *testing.T) {
 	_, err = classes.Update(ctx, cur, metav1.UpdateOptions{})
 	expectInvalid(t, "controller changed", err, field.NewPath("spec", "controller").String())
 }
+
+// TestLimitRange: a namespace's LimitRange defaults a new pod's container
+// resources (with the limit-ranger annotation) and refuses a pod beyond
+// its max with 403, through the real admission chain.
+func TestLimitRange(t *testing.T) {
+	s := startServer(t)
+	cs := s.client()
+	ctx := ctxT(t)
+	lr := &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "limits"}, Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{
+		Type: corev1.LimitTypeContainer,
+		Max:  corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")},
+		DefaultRequest: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"),
+			corev1.ResourceMemory: resource.MustParse("64Mi")},
+	}}}}
+	if _, err := cs.CoreV1().LimitRanges("default").Create(ctx, lr, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := func(name string, res corev1.ResourceRequirements) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox", Resources: res}}}}
+	}
+	got, err := cs.CoreV1().Pods("default").Create(ctx, pod("plain", corev1.ResourceRequirements{}), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := got.Spec.Containers[0].Resources
+	// The max is the default limit (LimitRange defaulting), 100m the
+	// default request.
+	if r.Limits.Cpu().String() != "500m" || r.Requests.Cpu().String() != "100m" || r.Requests.Memory().String() != "64Mi" {
+		t.Errorf("defaulted resources %v", r)
+	}
+	if !strings.Contains(got.Annotations["kubernetes.io/limit-ranger"], "cpu, memory request for container c") {
+		t.Errorf("annotations %v", got.Annotations)
+	}
+	_, err = cs.CoreV1().Pods("default").Create(ctx, pod("big", corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}), metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "maximum cpu usage per Container is 500m, but limit is 1") {
+		t.Errorf("a pod over the max: %v", err)
+	}
+}

@@ -68,14 +68,15 @@ type Chain struct {
 // New builds the chain of built-in plugins.
 func New(cfg Config) *Chain {
 	return &Chain{
-		mutating: []Mutating{newServiceAccount(cfg.Getter(serviceAccountsGVR)),
+		mutating: []Mutating{limitRanger{ranges: cfg.Getter(limitRangesResource)}, newServiceAccount(cfg.Getter(serviceAccountsGVR)),
 			defaultTolerationSeconds{notReady: cfg.DefaultNotReadyTolerationSeconds, unreachable: cfg.DefaultUnreachableTolerationSeconds},
 			defaultStorageClass{classes: cfg.Getter(storageClassesResource)}, storageObjectInUseProtection{},
 			runtimeClass{classes: cfg.Getter(runtimeClassesResource)}, defaultIngressClass{classes: cfg.Getter(ingressClassesResource)}},
 		// NodeRestriction first: a node's write to what is not its own is
 		// refused before anything is looked up for it.
 		validating: []Validating{nodeRestriction{pods: cfg.Getter(podsResource)}, rbacEscalation{check: cfg.Escalation},
-			namespaceLifecycle{namespaces: cfg.Getter(namespacesResource)}, runtimeClass{classes: cfg.Getter(runtimeClassesResource)}},
+			namespaceLifecycle{namespaces: cfg.Getter(namespacesResource)}, limitRanger{ranges: cfg.Getter(limitRangesResource)},
+			runtimeClass{classes: cfg.Getter(runtimeClassesResource)}},
 	}
 }
 
