@@ -142,6 +142,20 @@ func (g *graph) observe(gvr schema.GroupVersionResource, gvk schema.GroupVersion
 	}
 }
 
+// seenThrough returns the UIDs of the objects last observed through
+// resource gvr.
+func (g *graph) seenThrough(gvr schema.GroupVersionResource) []types.UID {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var uids []types.UID
+	for uid, n := range g.nodes {
+		if !n.virtual && n.resource == gvr {
+			uids = append(uids, uid)
+		}
+	}
+	return uids
+}
+
 // forget handles the deletion of an object: its dependents lost an owner
 // and are looked at, and owners waiting for it are looked at again.
 func (g *graph) forget(obj interface{}) {

@@ -2,7 +2,6 @@ package garbagecollector
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,20 +25,17 @@ type monitor struct {
 }
 
 // monitorStore is the reflector's store: what it lists and watches goes
-// to the graph. It remembers the UIDs it has seen, so a relist can tell
-// the graph what went while the watch was down.
+// to the graph. A relist tells the graph what went while the watch was
+// down: what the graph last saw through this resource and the list lacks.
 type monitorStore struct {
 	gvr    schema.GroupVersionResource
 	gvk    schema.GroupVersionKind
 	graph  *graph
 	synced atomic.Bool // listed once
-
-	mu   sync.Mutex
-	uids map[types.UID]struct{}
 }
 
 func newMonitor(ctx context.Context, client metadata.Interface, g *graph, gvr schema.GroupVersionResource, gvk schema.GroupVersionKind) (*monitor, func()) {
-	store := &monitorStore{gvr: gvr, gvk: gvk, graph: g, uids: map[types.UID]struct{}{}}
+	store := &monitorStore{gvr: gvr, gvk: gvk, graph: g}
 	res := client.Resource(gvr)
 	// As metadatainformer's: the client says whether it streams a watch's
 	// initial list (the API server does; a fake client does not).
@@ -58,9 +54,6 @@ func newMonitor(ctx context.Context, client metadata.Interface, g *graph, gvr sc
 
 func (s *monitorStore) Add(obj interface{}) error {
 	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
-		s.mu.Lock()
-		s.uids[m.UID] = struct{}{}
-		s.mu.Unlock()
 		s.graph.observe(s.gvr, s.gvk, m)
 	}
 	return nil
@@ -70,9 +63,6 @@ func (s *monitorStore) Update(obj interface{}) error { return s.Add(obj) }
 
 func (s *monitorStore) Delete(obj interface{}) error {
 	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
-		s.mu.Lock()
-		delete(s.uids, m.UID)
-		s.mu.Unlock()
 		s.graph.forget(m)
 	}
 	return nil
@@ -88,17 +78,10 @@ func (s *monitorStore) Replace(list []interface{}, _ string) error {
 			s.graph.observe(s.gvr, s.gvk, m)
 		}
 	}
-	s.mu.Lock()
-	var gone []types.UID
-	for uid := range s.uids {
+	for _, uid := range s.graph.seenThrough(s.gvr) {
 		if _, ok := listed[uid]; !ok {
-			gone = append(gone, uid)
+			s.graph.forget(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{UID: uid}})
 		}
-	}
-	s.uids = listed
-	s.mu.Unlock()
-	for _, uid := range gone {
-		s.graph.forget(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{UID: uid}})
 	}
 	s.synced.Store(true)
 	return nil

@@ -17,7 +17,7 @@ func partial(name string, uid types.UID) *metav1.PartialObjectMetadata {
 func TestMonitorStoreRelistForgetsWhatWent(t *testing.T) {
 	g := newGraph(func(types.UID) {}, func(types.UID) {})
 	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	s := &monitorStore{gvr: gvr, gvk: gvr.GroupVersion().WithKind("ConfigMap"), graph: g, uids: map[types.UID]struct{}{}}
+	s := &monitorStore{gvr: gvr, gvk: gvr.GroupVersion().WithKind("ConfigMap"), graph: g}
 	if s.synced.Load() {
 		t.Fatal("synced before listing")
 	}
@@ -37,7 +37,7 @@ func TestMonitorStoreRelistForgetsWhatWent(t *testing.T) {
 	if g.nodes["uid-b"] != nil || g.nodes["uid-c"] == nil {
 		t.Errorf("after the relist: %v", g.nodes)
 	}
-	if len(s.uids) != 1 {
-		t.Errorf("the store remembers %d UIDs, want 1", len(s.uids))
+	if seen := g.seenThrough(gvr); len(seen) != 1 {
+		t.Errorf("the graph holds %d objects seen through %s, want 1", len(seen), gvr)
 	}
 }
