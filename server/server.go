@@ -328,6 +328,7 @@ func bootstrap(ctx context.Context, api *apiserver.Server, cfg Config, ca *pki.C
 	if err != nil {
 		return err
 	}
+	api.SetLoopback(loopback)
 	if err := bootstrappolicy.Reconcile(ctx, loopback); err != nil {
 		return fmt.Errorf("rbac bootstrap policy: %w", err)
 	}

@@ -29,6 +29,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kelp-project/kelp/server/apiserver/admission"
 	"github.com/kelp-project/kelp/server/apiserver/allocator"
@@ -110,7 +111,23 @@ type Server struct {
 	fields      *apply.Manager
 	admission   *admission.Chain
 	inFlight    *maxInFlight
+	loopback    atomicClient // the server's own client, for admission's writes (SetLoopback)
 }
+
+type atomicClient struct {
+	p atomic.Pointer[kubernetes.Interface]
+}
+
+func (a *atomicClient) Load() kubernetes.Interface {
+	if c := a.p.Load(); c != nil {
+		return *c
+	}
+	return nil
+}
+
+// SetLoopback hands the API server its own client (the loopback user in
+// system:masters), which ResourceQuota admission charges quotas through.
+func (s *Server) SetLoopback(c kubernetes.Interface) { s.loopback.p.Store(&c) }
 
 // served pairs a resource's declaration with its storage.
 type served struct {
@@ -211,6 +228,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		DefaultNotReadyTolerationSeconds:    cfg.DefaultNotReadyTolerationSeconds,
 		DefaultUnreachableTolerationSeconds: cfg.DefaultUnreachableTolerationSeconds,
 		Escalation:                          auth.Escalation{Authorizer: s.authorizer, Index: s.rbac, RoleRules: s.roleRules},
+		Loopback:                            s.loopback.Load,
+		Stop:                                ctx.Done(),
 	})
 	s.startCRDServing(ctx)
 	return s, nil

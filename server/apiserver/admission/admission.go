@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kelp-project/kelp/server/apiserver/auth"
 )
@@ -57,6 +58,11 @@ type Config struct {
 	DefaultUnreachableTolerationSeconds int64
 	// Escalation checks writes of RBAC roles and bindings.
 	Escalation auth.Escalation
+	// Loopback is the API server's own client (nil until it has one):
+	// ResourceQuota writes the quotas' usage through it, as upstream.
+	Loopback func() kubernetes.Interface
+	// Stop ends the plugins' workers.
+	Stop <-chan struct{}
 }
 
 // Chain is the admission plugins in the order kube-apiserver runs them.
@@ -76,7 +82,8 @@ func New(cfg Config) *Chain {
 		// refused before anything is looked up for it.
 		validating: []Validating{nodeRestriction{pods: cfg.Getter(podsResource)}, rbacEscalation{check: cfg.Escalation},
 			namespaceLifecycle{namespaces: cfg.Getter(namespacesResource)}, limitRanger{ranges: cfg.Getter(limitRangesResource)},
-			runtimeClass{classes: cfg.Getter(runtimeClassesResource)}},
+			runtimeClass{classes: cfg.Getter(runtimeClassesResource)},
+			newResourceQuota(cfg.Getter(resourceQuotasResource), cfg.Loopback, cfg.Stop)},
 	}
 }
 
