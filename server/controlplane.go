@@ -8,6 +8,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
 	"github.com/kelp-project/kelp/config"
@@ -31,6 +32,7 @@ import (
 	"github.com/kelp-project/kelp/server/controllers/pvprotection"
 	"github.com/kelp-project/kelp/server/controllers/replicaset"
 	"github.com/kelp-project/kelp/server/controllers/replication"
+	"github.com/kelp-project/kelp/server/controllers/resourcequota"
 	"github.com/kelp-project/kelp/server/controllers/serviceaccount"
 	"github.com/kelp-project/kelp/server/controllers/servicelb"
 	"github.com/kelp-project/kelp/server/controllers/statefulset"
@@ -116,6 +118,15 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 		go persistentvolume.New(t.Client, t.Informer, t.Recorder("persistentvolume-controller")).Run(ctx)
 		go pvcprotection.New(t.Client, t.Informer).Run(ctx, 1)
 		go pvprotection.New(t.Client, t.Informer).Run(ctx, 1)
+		meta, err := metadata.NewForConfig(t.Config)
+		if err != nil {
+			return err
+		}
+		rq, err := resourcequota.New(t.Client, meta, t.Informer)
+		if err != nil {
+			return err
+		}
+		go rq.Run(ctx, 5)
 		return nil
 	})
 	// The CRD controllers belong to the API server upstream

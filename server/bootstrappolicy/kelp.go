@@ -37,6 +37,7 @@ func kelpControllers() map[string]bool {
 		"persistent-volume-binder":           true,
 		"pvc-protection-controller":          true,
 		"pv-protection-controller":           true,
+		"resourcequota-controller":           true,
 	}
 }
 
