@@ -2,6 +2,7 @@ package resident
 
 import (
 	"context"
+	"runtime"
 	"runtime/metrics"
 	"time"
 
@@ -9,8 +10,16 @@ import (
 )
 
 const (
-	// quietCheck is how often giveBackWhenQuiet looks.
+	// burstCheck is how often giveBackWhenQuiet looks at the goroutine
+	// count, quietCheck how often at the heap and the executable's pages.
+	burstCheck = 5 * time.Second
 	quietCheck = 30 * time.Second
+	// burstDrop is how many goroutines a burst must have shed to count
+	// as one: a connection flood's idle connections are one or two each,
+	// with some 60 KiB of heap and stack, so fewer cost too little to be
+	// worth two full GCs. burstTailMin is the least tail worth another.
+	burstDrop    = 256
+	burstTailMin = 32
 	// quietAllocs is the most a process allocates between two checks
 	// and still counts as quiet: an idle server allocates a few MiB a
 	// check (probes, heartbeats, lease renewals).
@@ -34,20 +43,24 @@ const (
 // its code paths faulted in. Go keeps freed heap pages for reuse, about
 // as many as the live heap, and its scavenger returns the rest slowly;
 // the executable's pages stay mapped until the kernel needs the memory.
-// So a burst (100 CRDs registered, a Helm chart applied) left the RSS
-// near its height for as long as the process then stayed idle: after 100
-// CRDs an idle server held 40 MB of upstream's CRD, CEL and OpenAPI code
-// it had run once, and 13 MB of free heap. It is Trim, the start's own,
-// run when a check finds the process quiet and enough to give back: a
-// metrics read and a /proc read each check, a full GC each give-back.
+// So a burst (100 CRDs registered, a Helm chart applied, a flood of idle
+// connections) left the RSS near its height for as long as the process
+// then stayed idle: after 100 CRDs an idle server held 40 MB of
+// upstream's CRD, CEL and OpenAPI code it had run once, and 13 MB of free
+// heap; after 4,096 idle connections closed, 200 MiB of heap. It is Trim,
+// the start's own, run when a check finds the process quiet and enough
+// to give back, or the goroutines of a burst gone (burst): a metrics read
+// every burstCheck, a /proc read every quietCheck, two full GCs each
+// give-back.
 //
 // baseFile is the executable's resident bytes once the process settled.
 func giveBackWhenQuiet(ctx context.Context, baseFile int64) {
 	samples := []metrics.Sample{
 		{Name: "/memory/classes/heap/free:bytes"}, // free, not yet returned
 		{Name: "/gc/heap/allocs:bytes"},
+		{Name: "/sched/goroutines:goroutines"},
 	}
-	t := time.NewTicker(quietCheck)
+	t := time.NewTicker(burstCheck)
 	defer t.Stop()
 	var lastAllocs uint64
 	// baseFile is the executable's resident pages when the process last
@@ -55,13 +68,28 @@ func giveBackWhenQuiet(ctx context.Context, baseFile int64) {
 	// still runs has been faulted back.
 	settling := false
 	var lastFileGiveBack time.Time
-	for {
+	var b burst
+	for tick := 1; ; tick++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 		metrics.Read(samples)
+		if high, now, ended := b.ended(int(samples[2].Value.Uint64())); ended {
+			before, after, err := giveBack()
+			if err != nil {
+				logrus.WithError(err).Debug("resident: giving back after a burst")
+				continue
+			}
+			logrus.Infof("resident: goroutines fell from %d to %d: gave back memory, RSS %.1f MiB → %.1f MiB",
+				high, now, float64(before)/(1<<20), float64(after)/(1<<20))
+			settling = true
+			continue
+		}
+		if tick%int(quietCheck/burstCheck) != 0 {
+			continue
+		}
 		free, allocs := samples[0].Value.Uint64(), samples[1].Value.Uint64()
 		alloc := allocs - lastAllocs
 		lastAllocs = allocs
@@ -81,7 +109,7 @@ func giveBackWhenQuiet(ctx context.Context, baseFile int64) {
 		if grown >= minGiveBack {
 			lastFileGiveBack = time.Now()
 		}
-		before, after, err := Trim()
+		before, after, err := giveBack()
 		if err != nil {
 			logrus.WithError(err).Debug("resident: giving back after a burst")
 			continue
@@ -90,6 +118,49 @@ func giveBackWhenQuiet(ctx context.Context, baseFile int64) {
 			float64(free)/(1<<20), float64(file-baseFile)/(1<<20), float64(before)/(1<<20), float64(after)/(1<<20))
 		settling = true
 	}
+}
+
+// giveBack is Trim after a GC of its own: what a burst put in sync.Pools
+// (net/http's bufio buffers, some 8 KiB per closed HTTP/1.1 connection),
+// a first GC only moves to their victim caches, and Trim's frees.
+func giveBack() (before, after int64, err error) {
+	runtime.GC()
+	return Trim()
+}
+
+// burst follows the process's goroutine count, each check, to tell when
+// a burst of concurrent work (a flood of idle connections, a storm of
+// requests) has gone: its goroutines are what net/http and the handlers
+// run each connection and request on, and what they held is garbage once
+// they end. A burst counts from the fewest goroutines seen (rest), so a
+// process that keeps more goroutines than it started with is no burst.
+type burst struct {
+	rest, high int // the fewest goroutines seen, the most since the last give-back
+	// tail is how many goroutines above rest were left when a burst was
+	// given back: a flood's connections close over an idle timeout, as
+	// they came, so the check that first sees most of them gone may leave
+	// hundreds, given back again once they halve.
+	tail int
+}
+
+// ended records a check's goroutine count n and tells whether a burst
+// has gone: most of it (burstDrop or more goroutines over rest, at most
+// half of them left), or half of the tail that the last give-back left.
+// It reports the high-water mark and n for the log.
+func (b *burst) ended(n int) (high, now int, ended bool) {
+	if b.high == 0 {
+		b.rest, b.high = n, n
+	}
+	b.rest, b.high = min(b.rest, n), max(b.high, n)
+	peak, left := b.high-b.rest, n-b.rest
+	gone := peak >= burstDrop && left <= peak/2
+	tailGone := b.tail >= burstTailMin && left <= b.tail/2
+	if !gone && !tailGone {
+		return b.high, n, false
+	}
+	high = b.high
+	b.high, b.tail = n, left
+	return high, n, true
 }
 
 // worthGivingBack tells whether a process that allocated alloc bytes

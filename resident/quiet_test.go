@@ -19,3 +19,32 @@ func TestWorthGivingBackWhenQuietAfterABurst(t *testing.T) {
 		}
 	}
 }
+
+func TestBurstEndsWhenMostOfItsGoroutinesAreGone(t *testing.T) {
+	var b burst
+	for i, c := range []struct {
+		n    int
+		want bool
+	}{
+		{1160, false}, // at rest
+		{1300, false}, // more work, not yet a burst gone
+		{1170, false}, // 140 goroutines shed: too few to be worth two GCs
+		{7300, false}, // a flood of idle connections
+		{5000, false}, // most of it still there
+		{4000, true},  // most of it gone: 2,840 over rest left
+		{3000, false}, // the tail not yet halved
+		{2500, true},  // halved: 1,340 left
+		{1400, true},  // 240 left
+		{1300, false}, // 140 left: not yet half
+		{1270, true},  // 110 left
+		{1190, true},  // 30 left: too few for another
+		{1160, false},
+		{1100, false}, // fewer than at rest: the new rest
+		{1400, false}, // 300 over rest
+		{1240, true},  // 140 left: half gone
+	} {
+		if _, _, got := b.ended(c.n); got != c.want {
+			t.Errorf("check %d: ended(%d) = %v, want %v (%+v)", i, c.n, got, c.want, b)
+		}
+	}
+}

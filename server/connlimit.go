@@ -9,14 +9,11 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"runtime"
 	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
-
-	"github.com/kelp-project/kelp/resident"
 )
 
 // connGuard is the API server's listener. It keeps what a connection flood
@@ -36,6 +33,9 @@ import (
 //   - connections without a client certificate are capped per source
 //     address (--max-connections-per-ip); one over the cap is closed
 //     right after its handshake, with a TLS close_notify.
+//
+// What a flood leaves once it has gone, package resident gives back
+// (quiet.go: its connections' goroutines gone).
 //
 // A connection with a verified client certificate (the admin, nodes, the
 // in-process components) is never evicted nor capped, and, since a new
@@ -63,8 +63,6 @@ type connGuard struct {
 	// ones without a client certificate.
 	evictable list.List
 	anonByIP  map[netip.Addr]int
-	high      int // most connections open since the memory was last given back
-	tail      int // connections still open when a flood's memory was given back
 	log       limitLog
 }
 
@@ -118,80 +116,7 @@ func newConnGuard(inner net.Listener, cfg *tls.Config, budget, perIP int, handsh
 		ready: make(chan net.Conn), done: make(chan struct{}), anonByIP: map[netip.Addr]int{}}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	go g.acceptLoop()
-	go g.giveBackAfterFloods(trimTwice)
 	return g
-}
-
-// trimTwice is resident.Trim after a GC of its own: the closed
-// connections' bufio buffers went back into net/http's sync.Pools, which a
-// first GC only moves to their victim caches and a second one frees, some
-// 8 KiB per HTTP/1.1 connection.
-func trimTwice() (before, after int64, err error) {
-	runtime.GC()
-	return resident.Trim()
-}
-
-// ebbCheck is how often the guard looks whether a flood has gone.
-const ebbCheck = 5 * time.Second
-
-// giveBackAfterFloods returns a flood's memory to the system once it has
-// gone: a flood of idle connections grows the heap by tens of KiB per
-// connection, and Go's scavenger hands freed pages back only slowly, so
-// the RSS would stay at the flood's peak for many minutes. trim is
-// resident.Trim, the start's own: a full GC that frees the heap's free
-// pages, and the binary's pages the flood's code paths faulted back.
-func (g *connGuard) giveBackAfterFloods(trim func() (int64, int64, error)) {
-	t := time.NewTicker(ebbCheck)
-	defer t.Stop()
-	for {
-		select {
-		case <-g.done:
-			return
-		case <-t.C:
-		}
-		g.mu.Lock()
-		high, open := g.high, g.open
-		ebbed := floodEbbed(high, open) || tailGone(g.tail, open)
-		if ebbed {
-			high = max(high, g.tail)
-			g.high, g.tail = open, open
-		}
-		g.mu.Unlock()
-		if !ebbed {
-			continue
-		}
-		before, after, err := trim()
-		if err != nil {
-			logrus.WithError(err).Warn("API server: giving back memory after a connection flood")
-			continue
-		}
-		logrus.Infof("API server: connections fell from %d to %d: gave back memory, RSS %.1f MiB → %.1f MiB",
-			high, open, float64(before)/(1<<20), float64(after)/(1<<20))
-	}
-}
-
-// floodEbbDrop is how many connections must have gone for a flood to
-// count as one: fewer cost too little memory (some 50 KiB each, idle) to
-// be worth two full GCs. It is also what a flood's tail may leave unfreed.
-const floodEbbDrop = 128
-
-// floodTailMin is the least tail worth a second give-back.
-const floodTailMin = 16
-
-// tailGone tells whether the connections still open when a flood's memory
-// was given back have mostly gone too. A flood's connections close over
-// one idle timeout, as they came, so the check that first sees it ebb
-// may leave a tail of some hundred (tens of KiB each, and the heap they
-// kept grown) for Go's slow scavenger; giving back again when the tail
-// halves brings the RSS down to where it was before the flood.
-func tailGone(tail, open int) bool {
-	return tail >= floodTailMin && open <= tail/2
-}
-
-// floodEbbed tells, from the high-water mark of open connections and
-// their number now, whether a flood has gone: most of it closed.
-func floodEbbed(high, open int) bool {
-	return high-open >= floodEbbDrop && open <= high/2
 }
 
 func (g *connGuard) Accept() (net.Conn, error) {
@@ -263,7 +188,6 @@ func (g *connGuard) admit(c net.Conn) *guardedConn {
 	}
 	gc := &guardedConn{Conn: c, g: g, ip: ip}
 	g.open++
-	g.high = max(g.high, g.open)
 	gc.elem = g.evictable.PushBack(gc)
 	g.mu.Unlock()
 	if victim != nil {

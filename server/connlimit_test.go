@@ -266,43 +266,6 @@ func TestBudgetLeavesAReserve(t *testing.T) {
 	}
 }
 
-func TestFloodEbbedWhenMostOfAFloodIsGone(t *testing.T) {
-	for _, c := range []struct {
-		high, open int
-		want       bool
-	}{
-		{20000, 0, true},
-		{20000, 9000, true},
-		{20000, 12000, false}, // most of it still open
-		{1500, 100, true},
-		{300, 0, true},
-		{100, 0, false}, // too small to be worth a full GC
-		{0, 0, false},
-	} {
-		if got := floodEbbed(c.high, c.open); got != c.want {
-			t.Errorf("floodEbbed(%d, %d) = %v, want %v", c.high, c.open, got, c.want)
-		}
-	}
-}
-
-func TestTailGoneWhenAFloodsRemainderHalves(t *testing.T) {
-	for _, c := range []struct {
-		tail, open int
-		want       bool
-	}{
-		{121, 0, true},
-		{121, 60, true},
-		{121, 61, false}, // most of the tail still open
-		{121, 200, false},
-		{10, 0, false}, // too small to be worth a full GC
-		{0, 0, false},  // no flood given back
-	} {
-		if got := tailGone(c.tail, c.open); got != c.want {
-			t.Errorf("tailGone(%d, %d) = %v, want %v", c.tail, c.open, got, c.want)
-		}
-	}
-}
-
 func TestConnBudgetIsTheLowerLimit(t *testing.T) {
 	for _, c := range []struct{ fd, max, want int }{
 		{15000, 4096, 4096}, {3000, 4096, 3000}, {0, 4096, 4096}, {15000, 0, 15000}, {0, 0, 0},
