@@ -23,10 +23,11 @@ const (
 	// bookmarkInterval is how often idle watchers learn the current
 	// revision, so a reconnect rarely falls out of the event window:
 	// upstream's cacher sends bookmarks once a minute
-	// (defaultBookmarkFrequency). Each tick is one progress request to
-	// etcd per resource and a bookmark to every watcher that asked, which
-	// at 5 s kept an idle node busy. A read that needs a newer revision
-	// asks etcd itself (waitFresh).
+	// (defaultBookmarkFrequency). Each tick is one progress request on
+	// the watch caches' shared etcd stream (sharedStream), which etcd
+	// answers to every cache on it, and a bookmark to every watcher that
+	// asked; at 5 s that kept an idle node busy. A read that needs a
+	// newer revision asks etcd itself (waitFresh).
 	bookmarkInterval = time.Minute
 	// watcherBuffer events may queue for one slow watcher; past that the
 	// watcher is closed and its client resumes from its last revision.
@@ -77,15 +78,40 @@ func newWatchCache(ctx context.Context, s *Store, capacity int) (*watchCache, er
 		watchers: map[*cacheWatcher]struct{}{},
 		advanced: make(chan struct{}),
 	}
-	// Each cache gets its own etcd watch stream (streams are keyed by the
-	// context's metadata), so progress requests answer for this prefix only.
-	c.wctx = metadata.AppendToOutgoingContext(ctx, "kelp-watch-cache", s.prefix)
+	c.wctx = sharedStream(ctx, s.client)
 	if err := c.relist(ctx); err != nil {
 		return nil, err
 	}
 	go c.run(ctx)
-	c.requestProgress(ctx)
 	return c, nil
+}
+
+// streamKey is the metadata that puts every watch cache's etcd watch on
+// one gRPC stream: etcd's client keys its streams by the outgoing
+// metadata of the watch's context, and each watch is a substream whose
+// own context still ends it.
+const streamKey = "kelp-watch-cache"
+
+// progressing holds the clients whose shared stream has its progress
+// requester running.
+var progressing sync.Map // *clientv3.Client → struct{}
+
+// sharedStream returns ctx put on the watch caches' shared etcd stream
+// and, the first time for a client, starts that stream's one progress
+// requester. A stream of its own per cache cost seven goroutines each
+// (the client's stream loop, the in-process gRPC adapter's pipe, etcd's
+// send and receive loops...), some 80 KiB of stacks and buffers for each
+// of the hundreds of resources a cluster with many CRDs serves. On a
+// shared stream a progress request is answered to every cache on it, so
+// the stream has one requester (a cache asking for itself, as each did
+// when it had its own stream, would make every cache answer every
+// cache's requests).
+func sharedStream(ctx context.Context, client *clientv3.Client) context.Context {
+	wctx := metadata.AppendToOutgoingContext(ctx, streamKey, "shared")
+	if _, running := progressing.LoadOrStore(client, struct{}{}); !running {
+		requestProgress(metadata.AppendToOutgoingContext(client.Ctx(), streamKey, "shared"), client)
+	}
+	return wctx
 }
 
 func (c *watchCache) relist(ctx context.Context) error {
@@ -156,17 +182,17 @@ func (c *watchCache) run(ctx context.Context) {
 	c.mu.Unlock()
 }
 
-// requestProgress asks etcd every bookmarkInterval to confirm the revision
-// this stream has reached; the answer advances rv and becomes bookmarks.
-func (c *watchCache) requestProgress(ctx context.Context) {
-	// A timer, not a goroutine waiting on a ticker: one per resource,
-	// and a cluster with many CRDs has hundreds of resources.
+// requestProgress asks etcd every bookmarkInterval, until the client
+// closes, to confirm the revision the shared stream has reached; the
+// answer advances every cache's rv and becomes bookmarks.
+func requestProgress(ctx context.Context, client *clientv3.Client) {
 	var tick func()
 	tick = func() {
 		if ctx.Err() != nil {
+			progressing.Delete(client)
 			return
 		}
-		_ = c.s.client.RequestProgress(c.wctx)
+		_ = client.RequestProgress(ctx)
 		time.AfterFunc(bookmarkInterval, tick)
 	}
 	time.AfterFunc(bookmarkInterval, tick)
