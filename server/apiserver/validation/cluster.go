@@ -334,17 +334,52 @@ func ResourceQuotaStatusUpdate(newQ, oldQ *corev1.ResourceQuota) field.ErrorList
 
 const highestUserDefinablePriority int32 = 1000000000
 
+// systemPriorityClasses are upstream's SystemPriorityClasses: the only
+// classes whose names may start with "system-", with these values and
+// never the global default.
+var systemPriorityClasses = []struct {
+	name  string
+	value int32
+}{
+	{"system-node-critical", 2000001000},
+	{"system-cluster-critical", 2000000000},
+}
+
+// knownSystemPriorityClass is upstream's IsKnownSystemPriorityClass.
+func knownSystemPriorityClass(pc *schedulingv1.PriorityClass) error {
+	for _, spc := range systemPriorityClasses {
+		if spc.name != pc.Name {
+			continue
+		}
+		if spc.value != pc.Value {
+			return fmt.Errorf("value of %v PriorityClass must be %v", spc.name, spc.value)
+		}
+		if pc.GlobalDefault {
+			return fmt.Errorf("globalDefault of %v PriorityClass must be %v", spc.name, false)
+		}
+		return nil
+	}
+	return fmt.Errorf("%v is not a known system priority class", pc.Name)
+}
+
+// PriorityClass is upstream's ValidatePriorityClass.
 func PriorityClass(pc *schedulingv1.PriorityClass) field.ErrorList {
 	allErrs := validateObjectMeta(&pc.ObjectMeta, false, nameIsDNSSubdomain)
-	system := pc.Name == "system-node-critical" || pc.Name == "system-cluster-critical"
-	if strings.HasPrefix(pc.Name, "system-") && !system {
-		allErrs = append(allErrs, field.Forbidden(metadataPath.Child("name"), "priority class names with 'system-' prefix are reserved"))
-	}
-	if !system && pc.Value > highestUserDefinablePriority {
+	if strings.HasPrefix(pc.Name, "system-") {
+		if err := knownSystemPriorityClass(pc); err != nil {
+			allErrs = append(allErrs, field.Forbidden(metadataPath.Child("name"), "priority class names with 'system-' prefix are reserved for system use only. error: "+err.Error()))
+		}
+	} else if pc.Value > highestUserDefinablePriority {
 		allErrs = append(allErrs, field.Forbidden(field.NewPath("value"), fmt.Sprintf("maximum allowed value of a user defined priority is %v", highestUserDefinablePriority)))
 	}
-	if pp := pc.PreemptionPolicy; pp != nil && *pp != corev1.PreemptLowerPriority && *pp != corev1.PreemptNever {
-		allErrs = append(allErrs, field.NotSupported(field.NewPath("preemptionPolicy"), *pp, []corev1.PreemptionPolicy{corev1.PreemptLowerPriority, corev1.PreemptNever}))
+	if pp := pc.PreemptionPolicy; pp != nil {
+		switch *pp {
+		case corev1.PreemptLowerPriority, corev1.PreemptNever:
+		case "":
+			allErrs = append(allErrs, field.Required(field.NewPath("preemptionPolicy"), ""))
+		default:
+			allErrs = append(allErrs, field.NotSupported(field.NewPath("preemptionPolicy"), *pp, []corev1.PreemptionPolicy{corev1.PreemptLowerPriority, corev1.PreemptNever}))
+		}
 	}
 	return allErrs
 }

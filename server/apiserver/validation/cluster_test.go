@@ -140,4 +140,34 @@ func TestPriorityClass(t *testing.T) {
 	raised := old.DeepCopy()
 	raised.Value = 2000
 	expectErrors(t, ValidateUpdate(raised, old), []want{{field.ErrorTypeForbidden, "value", "may not be changed"}})
+
+	never := old.DeepCopy()
+	never.PreemptionPolicy = ptr.To(corev1.PreemptNever)
+	expectErrors(t, ValidateUpdate(never, old), []want{{field.ErrorTypeInvalid, "preemptionPolicy", "field is immutable"}})
+	described := old.DeepCopy()
+	described.Description, described.GlobalDefault = "now the default", true
+	expectErrors(t, ValidateUpdate(described, old), nil)
+
+	tooHigh := pc.DeepCopy()
+	tooHigh.Value = 1000000001
+	expectErrors(t, Validate(tooHigh), []want{{field.ErrorTypeForbidden, "value", "maximum allowed value of a user defined priority is 1000000000"}})
+	highest := pc.DeepCopy()
+	highest.Value = 1000000000
+	expectErrors(t, Validate(highest), nil)
+	bogus := pc.DeepCopy()
+	bogus.PreemptionPolicy = ptr.To(corev1.PreemptionPolicy("Sometimes"))
+	expectErrors(t, Validate(bogus), []want{{field.ErrorTypeNotSupported, "preemptionPolicy", "supported values"}})
+
+	// The system classes only with upstream's values, never the default.
+	node := defaulted(&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "system-node-critical"}, Value: 2000001000})
+	expectErrors(t, Validate(node), nil)
+	cluster := defaulted(&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "system-cluster-critical"}, Value: 2000000000})
+	expectErrors(t, Validate(cluster), nil)
+	wrongValue := node.DeepCopy()
+	wrongValue.Value = 5
+	expectErrors(t, Validate(wrongValue), []want{{field.ErrorTypeForbidden, "metadata.name", "value of system-node-critical PriorityClass must be 2000001000"}})
+	asDefault := cluster.DeepCopy()
+	asDefault.GlobalDefault = true
+	expectErrors(t, Validate(asDefault), []want{{field.ErrorTypeForbidden, "metadata.name", "globalDefault of system-cluster-critical PriorityClass must be false"}})
+	expectErrors(t, Validate(reserved), []want{{field.ErrorTypeForbidden, "metadata.name", "system-special is not a known system priority class"}})
 }
