@@ -16,12 +16,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/kelp-project/kelp/server/apiserver/admission"
 	"github.com/kelp-project/kelp/server/apiserver/registry"
 	"github.com/kelp-project/kelp/server/apiserver/storage"
 )
 
 // Bootstrap creates what every cluster starts with: the four system
-// namespaces and the default/kubernetes Service, whose endpoints point at this API server. It goes through the normal write path, so defaults and
+// namespaces, the two system PriorityClasses and the default/kubernetes Service, whose endpoints point at this API server. It goes through the normal write path, so defaults and
 // validation apply. It also reconciles Service allocations with the
 // Services that exist, freeing anything a crash left behind. /readyz
 // reports ready only after it succeeds.
@@ -35,6 +36,15 @@ func (s *Server) bootstrap(ctx context.Context) error {
 	nsr := s.live().resources[schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}]
 	for _, name := range []string{"default", "kube-system", "kube-public", "kube-node-lease"} {
 		if err := s.ensure(ctx, nsr, "", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+			return err
+		}
+	}
+	// The system PriorityClasses, as upstream's scheduling post-start hook:
+	// created when missing, never changed (their values are fixed by
+	// validation, and they cannot be deleted).
+	pcr := s.live().resources[schema.GroupVersionResource{Group: "scheduling.k8s.io", Version: "v1", Resource: "priorityclasses"}]
+	for _, pc := range admission.SystemPriorityClasses() {
+		if err := s.ensure(ctx, pcr, "", pc); err != nil {
 			return err
 		}
 	}

@@ -75,6 +75,7 @@ type Chain struct {
 func New(cfg Config) *Chain {
 	return &Chain{
 		mutating: []Mutating{limitRanger{ranges: cfg.Getter(limitRangesResource)}, newServiceAccount(cfg.Getter(serviceAccountsGVR)),
+			priority{classes: cfg.Getter(priorityClassesResource)},
 			defaultTolerationSeconds{notReady: cfg.DefaultNotReadyTolerationSeconds, unreachable: cfg.DefaultUnreachableTolerationSeconds},
 			defaultStorageClass{classes: cfg.Getter(storageClassesResource)}, storageObjectInUseProtection{},
 			runtimeClass{classes: cfg.Getter(runtimeClassesResource)}, defaultIngressClass{classes: cfg.Getter(ingressClassesResource)}},
@@ -82,7 +83,7 @@ func New(cfg Config) *Chain {
 		// refused before anything is looked up for it.
 		validating: []Validating{nodeRestriction{pods: cfg.Getter(podsResource)}, rbacEscalation{check: cfg.Escalation},
 			namespaceLifecycle{namespaces: cfg.Getter(namespacesResource)}, limitRanger{ranges: cfg.Getter(limitRangesResource)},
-			runtimeClass{classes: cfg.Getter(runtimeClassesResource)},
+			runtimeClass{classes: cfg.Getter(runtimeClassesResource)}, priority{classes: cfg.Getter(priorityClassesResource)},
 			newResourceQuota(cfg.Getter(resourceQuotasResource), cfg.Loopback, cfg.Stop)},
 	}
 }

@@ -97,7 +97,7 @@ func newChain(t *testing.T, ns *fakeNamespaces) *Chain {
 				return accounts
 			case corev1.SchemeGroupVersion.WithResource("pods"):
 				return &fakeObjects{}
-			case storageClassesResource, runtimeClassesResource, ingressClassesResource, limitRangesResource, resourceQuotasResource:
+			case storageClassesResource, runtimeClassesResource, ingressClassesResource, limitRangesResource, resourceQuotasResource, priorityClassesResource:
 				return &fakeObjects{}
 			}
 			t.Errorf("getter asked for %s", gvr)

@@ -179,8 +179,8 @@ func TestPodDefaults(t *testing.T) {
 		s.SecurityContext == nil || !*s.EnableServiceLinks {
 		t.Errorf("pod spec defaults: %+v", s)
 	}
-	if *s.Priority != 0 || *s.PreemptionPolicy != corev1.PreemptLowerPriority {
-		t.Errorf("priority = %v / %v", *s.Priority, *s.PreemptionPolicy)
+	if s.Priority != nil || s.PreemptionPolicy != nil {
+		t.Errorf("priority = %v / %v: the Priority admission plugin's to set", s.Priority, s.PreemptionPolicy)
 	}
 	c := s.Containers[0]
 	if c.ImagePullPolicy != corev1.PullAlways {
@@ -214,7 +214,7 @@ func TestPodDefaults(t *testing.T) {
 	}
 }
 
-func TestPodHostNetworkAndPriority(t *testing.T) {
+func TestPodHostNetworkLeavesPriority(t *testing.T) {
 	p := &corev1.Pod{Spec: corev1.PodSpec{
 		HostNetwork:       true,
 		PriorityClassName: "system-node-critical",
@@ -224,13 +224,9 @@ func TestPodHostNetworkAndPriority(t *testing.T) {
 	if p.Spec.Containers[0].Ports[0].HostPort != 9100 {
 		t.Errorf("hostPort = %d, want 9100", p.Spec.Containers[0].Ports[0].HostPort)
 	}
-	if *p.Spec.Priority != 2000001000 {
-		t.Errorf("priority = %d", *p.Spec.Priority)
-	}
-	custom := &corev1.Pod{Spec: corev1.PodSpec{PriorityClassName: "high"}}
-	defaultstest.Apply(custom)
-	if custom.Spec.Priority != nil || custom.Spec.PreemptionPolicy != nil {
-		t.Errorf("custom class must be left unresolved")
+	// Priority is the Priority admission plugin's, from the class.
+	if p.Spec.Priority != nil || p.Spec.PreemptionPolicy != nil {
+		t.Errorf("defaulting resolved the priority: %v %v", p.Spec.Priority, p.Spec.PreemptionPolicy)
 	}
 }
 

@@ -9,16 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// Priority values the upstream Priority admission plugin assigns to pods
-// naming the two built-in system priority classes.
-const (
-	systemNodeCritical    = "system-node-critical"
-	systemClusterCritical = "system-cluster-critical"
-	// Upstream scheduling.SystemCriticalPriority is 2e9; node-critical adds 1000.
-	systemClusterCriticalPriority int32 = 2000000000
-	systemNodeCriticalPriority    int32 = systemClusterCriticalPriority + 1000
-)
-
 // pod applies SetObjectDefaults_Pod: the PodSpec defaults shared with every
 // pod template, plus the Pod-only ones (SetDefaults_Pod) that upstream
 // deliberately keeps out of templates so that adding them never changes a
@@ -47,31 +37,12 @@ func Pod(p *corev1.Pod) {
 	for i := range spec.EphemeralContainers {
 		container((*corev1.Container)(&spec.EphemeralContainers[i].EphemeralContainerCommon))
 	}
-
-	// Built-in Priority admission plugin (upstream plugin/pkg/admission/priority):
-	// every admitted Pod carries a resolved priority and preemption policy.
-	// Without a PriorityClass store kelp resolves the cases that need none:
-	// no class (no global default class exists, so priority 0) and the two
-	// system classes. Pods naming a custom class are left for a later stage.
-	if spec.Priority == nil {
-		switch spec.PriorityClassName {
-		case "":
-			spec.Priority = ptr.To(int32(0))
-		case systemNodeCritical:
-			spec.Priority = ptr.To(systemNodeCriticalPriority)
-		case systemClusterCritical:
-			spec.Priority = ptr.To(systemClusterCriticalPriority)
-		}
-	}
-	if spec.PreemptionPolicy == nil && spec.Priority != nil {
-		spec.PreemptionPolicy = ptr.To(corev1.PreemptLowerPriority)
-	}
 }
 
 // podTemplateSpec applies the defaults every embedded pod template gets
 // (PodTemplate, ReplicationController, Deployment, ReplicaSet, StatefulSet,
 // DaemonSet, Job, CronJob). Pod-only defaults (requests from limits,
-// enableServiceLinks, hostNetwork ports, priority) are intentionally absent.
+// enableServiceLinks, hostNetwork ports) are intentionally absent.
 func podTemplateSpec(t *corev1.PodTemplateSpec) {
 	podSpec(&t.Spec)
 }

@@ -6,6 +6,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -86,6 +87,23 @@ func runtimeClasses() *Resource {
 			Default:              NoDefaults,
 			Validate:             validator(validation.RuntimeClass),
 			ValidateUpdate:       updateValidator(validation.RuntimeClassUpdate),
+			ValidateStatusUpdate: metaUpdate,
+		},
+	}
+}
+
+// priorityClasses: the priority a pod naming one gets at admission (the
+// Priority plugin), which orders the scheduling queue. The two system
+// classes are created at start (the API server's bootstrap) and may not
+// be deleted.
+func priorityClasses() *Resource {
+	return &Resource{
+		GVR: gvr("scheduling.k8s.io", "v1", "priorityclasses"), Kind: "PriorityClass", Singular: "priorityclass", ShortNames: []string{"pc"},
+		New: func() runtime.Object { return &schedulingv1.PriorityClass{} }, NewList: func() runtime.Object { return &schedulingv1.PriorityClassList{} },
+		Strategy: Strategy{
+			Default:              defaulter(defaults.PriorityClass),
+			Validate:             validator(validation.PriorityClass),
+			ValidateUpdate:       updateValidator(validation.PriorityClassUpdate),
 			ValidateStatusUpdate: metaUpdate,
 		},
 	}

@@ -32,6 +32,8 @@ func All(opts Options) []*Resource {
 		ingresses(), ingressClasses(), networkPolicies(),
 		// node.k8s.io/v1
 		runtimeClasses(),
+		// scheduling.k8s.io/v1
+		priorityClasses(),
 		// authentication.k8s.io/v1 and authorization.k8s.io/v1: reviews.
 		tokenReviews(), selfSubjectReviews(), selfSubjectAccessReviews(), selfSubjectRulesReviews(), subjectAccessReviews(), localSubjectAccessReviews(),
 		// storage.k8s.io/v1
