@@ -40,6 +40,8 @@ func All(opts Options) []*Resource {
 		storageClasses(),
 		// apiextensions.k8s.io/v1
 		customResourceDefinitions(),
+		// admissionregistration.k8s.io/v1
+		mutatingWebhookConfigurations(), validatingWebhookConfigurations(),
 	}
 }
 
