@@ -29,6 +29,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/warning"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kelp-project/kelp/server/apiserver/admission"
@@ -223,7 +224,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if s.authorizer == nil {
 		s.authorizer = auth.Chain{auth.PrivilegedGroup{}, auth.NodeAuthorizer{Objects: nodeObjects{s}}, auth.RBAC{Index: s.rbac}}
 	}
+	webhooks, err := s.newWebhooks(ctx.Done())
+	if err != nil {
+		return nil, err
+	}
 	s.admission = admission.New(admission.Config{
+		Webhooks:                            webhooks,
 		Getter:                              s.getter,
 		DefaultNotReadyTolerationSeconds:    cfg.DefaultNotReadyTolerationSeconds,
 		DefaultUnreachableTolerationSeconds: cfg.DefaultUnreachableTolerationSeconds,
@@ -349,7 +355,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, auth.Forbidden(u, info, reason))
 		return
 	}
-	ctx := auth.WithUser(r.Context(), u)
+	ctx := warning.WithWarningRecorder(auth.WithUser(r.Context(), u), &headerWarnings{w: w})
 	r = r.WithContext(ctx)
 	if !info.IsResource {
 		s.serveNonResource(w, r, info)

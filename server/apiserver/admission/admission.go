@@ -63,6 +63,13 @@ type Config struct {
 	Loopback func() kubernetes.Interface
 	// Stop ends the plugins' workers.
 	Stop <-chan struct{}
+	// Webhooks are the admission webhooks (package admission/webhook), or
+	// nil: the mutating ones run after the built-in mutating plugins, the
+	// validating ones before ResourceQuota, as kube-apiserver orders them.
+	Webhooks interface {
+		Mutating
+		Validating
+	}
 }
 
 // Chain is the admission plugins in the order kube-apiserver runs them.
@@ -73,7 +80,7 @@ type Chain struct {
 
 // New builds the chain of built-in plugins.
 func New(cfg Config) *Chain {
-	return &Chain{
+	c := &Chain{
 		mutating: []Mutating{limitRanger{ranges: cfg.Getter(limitRangesResource)}, newServiceAccount(cfg.Getter(serviceAccountsGVR)),
 			priority{classes: cfg.Getter(priorityClassesResource)},
 			defaultTolerationSeconds{notReady: cfg.DefaultNotReadyTolerationSeconds, unreachable: cfg.DefaultUnreachableTolerationSeconds},
@@ -86,6 +93,12 @@ func New(cfg Config) *Chain {
 			runtimeClass{classes: cfg.Getter(runtimeClassesResource)}, priority{classes: cfg.Getter(priorityClassesResource)},
 			newResourceQuota(cfg.Getter(resourceQuotasResource), cfg.Loopback, cfg.Stop)},
 	}
+	if cfg.Webhooks != nil {
+		c.mutating = append(c.mutating, cfg.Webhooks)
+		last := len(c.validating) - 1 // ResourceQuota
+		c.validating = append(c.validating[:last:last], cfg.Webhooks, c.validating[last])
+	}
+	return c
 }
 
 // Admit runs the mutating plugins.

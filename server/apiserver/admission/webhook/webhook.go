@@ -1,0 +1,238 @@
+// Package webhook runs the admission webhooks of
+// admissionregistration.k8s.io/v1 as kube-apiserver does, with upstream's
+// MutatingAdmissionWebhook and ValidatingAdmissionWebhook plugins
+// (k8s.io/apiserver/pkg/admission/plugin/webhook): rules, namespace and
+// object selectors, CEL matchConditions, matchPolicy Equivalent,
+// AdmissionReview v1 and v1beta1, JSONPatch, reinvocation, failurePolicy,
+// timeouts, sideEffects and dryRun, warnings. kelp supplies what
+// kube-apiserver's generic server would: informers over the API server's
+// loopback client (the configurations and namespaces, followed live), the
+// service resolver (a Service's ClusterIP), the object interfaces (the
+// client-go scheme for built-in kinds, unstructured objects for custom
+// resources, kelp's defaulting after a patch) and its request attributes.
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	apiadmission "k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
+	"k8s.io/apiserver/pkg/authentication/user"
+	webhookutil "k8s.io/apiserver/pkg/util/webhook"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kelp-project/kelp/server/apiserver/admission"
+)
+
+// Config is what the webhooks need from the API server.
+type Config struct {
+	// Loopback is the API server's own client, nil until it has one; the
+	// plugins start (their informers) once it is there.
+	Loopback func() kubernetes.Interface
+	// Services reads Services, to resolve a webhook's service reference.
+	Services admission.ObjectGetter
+	// Default applies kelp's defaulting to an object a webhook patched, as
+	// upstream re-defaults a mutated object.
+	Default func(runtime.Object)
+	// Versions lists the served versions of a group and resource with
+	// their kinds (matchPolicy Equivalent; custom resources).
+	Versions func(schema.GroupResource) map[schema.GroupVersionResource]schema.GroupVersionKind
+	// Stop ends the informers.
+	Stop <-chan struct{}
+}
+
+// Webhooks are the two plugins; until the loopback client exists (the
+// API server's first seconds, before any user can write), they admit
+// everything.
+type Webhooks struct {
+	cfg        Config
+	mutating   *mutating.Plugin
+	validating *validating.Plugin
+	objects    objectInterfaces
+	ready      atomic.Bool
+}
+
+// New builds the plugins and starts them once the loopback client exists.
+func New(cfg Config) (*Webhooks, error) {
+	m, err := mutating.NewMutatingWebhook(nil)
+	if err != nil {
+		return nil, err
+	}
+	v, err := validating.NewValidatingAdmissionWebhook(nil)
+	if err != nil {
+		return nil, err
+	}
+	w := &Webhooks{cfg: cfg, mutating: m, validating: v, objects: newObjectInterfaces(cfg.Default, cfg.Versions)}
+	go w.start()
+	return w, nil
+}
+
+func (w *Webhooks) start() {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if c := w.cfg.Loopback; c != nil {
+			if client := c(); client != nil {
+				if err := w.startWith(client); err != nil {
+					logrus.Errorf("admission webhooks not started: %v", err)
+				}
+				return
+			}
+		}
+		select {
+		case <-w.cfg.Stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (w *Webhooks) startWith(client kubernetes.Interface) error {
+	factory := informers.NewSharedInformerFactory(client, 0)
+	resolver := serviceResolver{services: w.cfg.Services}
+	for _, p := range []interface {
+		SetExternalKubeClientSet(kubernetes.Interface)
+		SetExternalKubeInformerFactory(informers.SharedInformerFactory)
+		SetServiceResolver(webhookutil.ServiceResolver)
+		SetDrainedNotification(<-chan struct{})
+		ValidateInitialization() error
+	}{w.mutating, w.validating} {
+		p.SetExternalKubeClientSet(client)
+		p.SetExternalKubeInformerFactory(factory)
+		p.SetServiceResolver(resolver)
+		p.SetDrainedNotification(w.cfg.Stop)
+		if err := p.ValidateInitialization(); err != nil {
+			return err
+		}
+	}
+	factory.Start(w.cfg.Stop)
+	w.ready.Store(true)
+	return nil
+}
+
+// Admit calls the mutating webhooks that match, reinvoking those with
+// reinvocationPolicy IfNeeded once when a later one changed the object.
+func (w *Webhooks) Admit(ctx context.Context, a *admission.Attributes) error {
+	if !w.ready.Load() {
+		return nil
+	}
+	attr, err := w.attributes(a)
+	if err != nil || !w.mutating.Handles(attr.GetOperation()) {
+		return err
+	}
+	if err := w.mutating.Admit(ctx, attr, w.objects); err != nil {
+		return err
+	}
+	if rc := attr.GetReinvocationContext(); rc.ShouldReinvoke() {
+		rc.SetIsReinvoke()
+		return w.mutating.Admit(ctx, attr, w.objects)
+	}
+	return nil
+}
+
+// Validate calls the validating webhooks that match, in parallel.
+func (w *Webhooks) Validate(ctx context.Context, a *admission.Attributes) error {
+	if !w.ready.Load() {
+		return nil
+	}
+	attr, err := w.attributes(a)
+	if err != nil || !w.validating.Handles(attr.GetOperation()) {
+		return err
+	}
+	return w.validating.Validate(ctx, attr, w.objects)
+}
+
+// attributes are upstream's for a kelp write: the kind is the object's
+// (the old object's for a delete), as the scheme or the custom resource
+// declares it.
+func (w *Webhooks) attributes(a *admission.Attributes) (apiadmission.Attributes, error) {
+	obj := a.Object
+	if obj == nil {
+		obj = a.OldObject
+	}
+	var kind schema.GroupVersionKind
+	if obj != nil {
+		k, err := w.objects.kindOf(obj, a.Resource.Group)
+		if err != nil {
+			return nil, err
+		}
+		kind = k
+	}
+	var u user.Info
+	if a.User != nil {
+		u = &user.DefaultInfo{Name: a.User.Name, Groups: a.User.Groups, UID: a.User.UID, Extra: a.User.Extra}
+	}
+	op := apiadmission.Operation(a.Operation)
+	return apiadmission.NewAttributesRecord(a.Object, a.OldObject, kind, a.Namespace, a.Name, a.Resource, a.Subresource,
+		op, operationOptions(op, a.DryRun), a.DryRun, u), nil
+}
+
+// operationOptions are the options upstream hands webhooks with each
+// operation (AdmissionRequest.options).
+func operationOptions(op apiadmission.Operation, dryRun bool) runtime.Object {
+	var dry []string
+	if dryRun {
+		dry = []string{metav1.DryRunAll}
+	}
+	meta := func(kind string) metav1.TypeMeta {
+		return metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: kind}
+	}
+	switch op {
+	case apiadmission.Create:
+		return &metav1.CreateOptions{TypeMeta: meta("CreateOptions"), DryRun: dry}
+	case apiadmission.Update:
+		return &metav1.UpdateOptions{TypeMeta: meta("UpdateOptions"), DryRun: dry}
+	case apiadmission.Delete:
+		return &metav1.DeleteOptions{TypeMeta: meta("DeleteOptions"), DryRun: dry}
+	}
+	return nil
+}
+
+// serviceResolver sends a webhook's requests to its Service's ClusterIP
+// (the API server runs on a node, whose service proxy forwards it to an
+// endpoint), on the port the webhook names, which the Service must
+// expose.
+type serviceResolver struct {
+	services admission.ObjectGetter
+}
+
+func (r serviceResolver) ResolveEndpoint(namespace, name string, port int32) (*url.URL, error) {
+	if r.services == nil {
+		return nil, fmt.Errorf("service %s/%s: services are not readable", namespace, name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	obj, err := r.services.Get(ctx, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return nil, fmt.Errorf("service %s/%s: unexpected %T", namespace, name, obj)
+	}
+	switch {
+	case svc.Spec.Type == corev1.ServiceTypeExternalName:
+		return &url.URL{Scheme: "https", Host: net.JoinHostPort(svc.Spec.ExternalName, strconv.Itoa(int(port)))}, nil
+	case svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone:
+		return nil, fmt.Errorf("service %s/%s has no cluster IP", namespace, name)
+	}
+	for _, p := range svc.Spec.Ports {
+		if p.Port == port {
+			return &url.URL{Scheme: "https", Host: net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(port)))}, nil
+		}
+	}
+	return nil, fmt.Errorf("service %s/%s has no port %d", namespace, name, port)
+}
