@@ -51,6 +51,10 @@ func (s *Server) proxyToKubelet(w http.ResponseWriter, r *http.Request, info req
 			return
 		}
 	}
+	if err := s.admitConnect(r, info, sv, container); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	if pod.Spec.NodeName == "" {
 		s.writeError(w, r, apierrors.NewBadRequest(fmt.Sprintf("pod %s does not have a host assigned", pod.Name)))
 		return

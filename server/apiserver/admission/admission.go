@@ -76,6 +76,10 @@ type Config struct {
 type Chain struct {
 	mutating   []Mutating
 	validating []Validating
+	webhooks   interface {
+		Mutating
+		Validating
+	}
 }
 
 // New builds the chain of built-in plugins.
@@ -94,6 +98,7 @@ func New(cfg Config) *Chain {
 			newResourceQuota(cfg.Getter(resourceQuotasResource), cfg.Loopback, cfg.Stop)},
 	}
 	if cfg.Webhooks != nil {
+		c.webhooks = cfg.Webhooks
 		c.mutating = append(c.mutating, cfg.Webhooks)
 		last := len(c.validating) - 1 // ResourceQuota
 		c.validating = append(c.validating[:last:last], cfg.Webhooks, c.validating[last])
@@ -119,6 +124,19 @@ func (c *Chain) Validate(ctx context.Context, a *Attributes) error {
 		}
 	}
 	return nil
+}
+
+// Connect admits a CONNECT (exec, attach, port-forward): of the plugins
+// kube-apiserver enables by default only the webhooks take one, the
+// mutating ones first.
+func (c *Chain) Connect(ctx context.Context, a *Attributes) error {
+	if c.webhooks == nil {
+		return nil
+	}
+	if err := c.webhooks.Admit(ctx, a); err != nil {
+		return err
+	}
+	return c.webhooks.Validate(ctx, a)
 }
 
 // creatingPod returns the pod a top-level pod create carries.
