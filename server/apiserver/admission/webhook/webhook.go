@@ -171,7 +171,8 @@ func (w *Webhooks) attributes(a *admission.Attributes) (apiadmission.Attributes,
 		}
 		kind = k
 	}
-	var u user.Info
+	// upstream's requests always carry a user
+	var u user.Info = &user.DefaultInfo{}
 	if a.User != nil {
 		u = &user.DefaultInfo{Name: a.User.Name, Groups: a.User.Groups, UID: a.User.UID, Extra: a.User.Extra}
 	}
