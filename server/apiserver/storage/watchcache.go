@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"context"
 	"sort"
 	"strings"
@@ -41,12 +42,24 @@ const (
 	InitialEventsAnnotation = "k8s.io/initial-events-end"
 )
 
+// cacheEvent is one change. Watchers get it decoded. The window keeps
+// decoded only what the cache holds anyway, the current object: an
+// object a later event superseded, an event's previous object and a
+// deleted object's last state are kept as the bytes etcd gave (raw,
+// prevRaw), decoded again if a watch from an old revision replays them
+// (materialize). A decoded object is several times its stored bytes (a
+// CRD's schema: ~11 KB against ~3 KB), and most events are never
+// replayed.
 type cacheEvent struct {
 	typ  watch.EventType
 	key  string
 	obj  runtime.Object // for Deleted: the last state, at the delete revision
 	prev runtime.Object // nil for Added
 	rv   int64
+
+	raw     []byte // in the window: obj's stored value once obj is superseded
+	prevRaw []byte // in the window: prev's stored value (Modified, Deleted)
+	prevRV  int64
 }
 
 // watchCache mirrors one resource prefix of etcd in memory, fed by a single
@@ -230,6 +243,10 @@ func (c *watchCache) apply(ev *clientv3.Event) {
 			}
 		}
 	}
+	kept := cacheEvent{key: key, rv: rev} // what the window keeps
+	if ev.PrevKv != nil {
+		kept.prevRaw, kept.prevRV = bytes.Clone(ev.PrevKv.Value), ev.PrevKv.ModRevision
+	}
 	switch ev.Type {
 	case clientv3.EventTypeDelete:
 		if ce.prev == nil {
@@ -248,14 +265,20 @@ func (c *watchCache) apply(ev *clientv3.Event) {
 		if ev.IsCreate() {
 			ce.typ = watch.Added
 			ce.prev = nil
+			kept.prevRaw = nil
 		}
+		kept.obj = ce.obj
 	}
+	kept.typ = ce.typ
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if ce.typ == watch.Deleted {
 		delete(c.objects, key)
 	} else {
 		c.objects[key] = ce.obj
+	}
+	if kept.prevRaw != nil {
+		c.supersededLocked(key, kept.prevRV, kept.prevRaw)
 	}
 	if c.count == len(c.window) && len(c.window) < c.capacity {
 		// The window grows on demand: most resources of an idle cluster
@@ -271,7 +294,7 @@ func (c *watchCache) apply(ev *clientv3.Event) {
 		c.start = (c.start + 1) % len(c.window)
 		c.count--
 	}
-	c.window[(c.start+c.count)%len(c.window)] = ce
+	c.window[(c.start+c.count)%len(c.window)] = kept
 	c.count++
 	c.rv = rev
 	for w := range c.watchers {
@@ -280,6 +303,46 @@ func (c *watchCache) apply(ev *clientv3.Event) {
 		}
 	}
 	c.broadcastLocked()
+}
+
+// supersededLocked lets go of the decoded object the window's event at
+// rev holds for key, now that a later event replaced it: raw, its stored
+// value, stands for it.
+func (c *watchCache) supersededLocked(key string, rev int64, raw []byte) {
+	// The window is in revision order.
+	i := sort.Search(c.count, func(i int) bool { return c.window[(c.start+i)%len(c.window)].rv >= rev })
+	for ; i < c.count; i++ {
+		ev := &c.window[(c.start+i)%len(c.window)]
+		if ev.rv != rev {
+			return
+		}
+		if ev.key == key && ev.typ != watch.Deleted {
+			ev.obj, ev.raw = nil, raw
+			return
+		}
+	}
+}
+
+// materialize decodes what the window kept as bytes, for a watcher.
+func (c *watchCache) materialize(ev cacheEvent) (cacheEvent, error) {
+	var err error
+	if ev.prev == nil && ev.prevRaw != nil {
+		if ev.prev, _, _, err = c.s.decodeStored(c.wctx, ev.prevRaw, ev.key, ev.prevRV); err != nil {
+			return ev, err
+		}
+	}
+	switch {
+	case ev.obj != nil:
+	case ev.typ == watch.Deleted:
+		ev.obj = ev.prev.DeepCopyObject()
+		_ = setRV(ev.obj, ev.rv)
+	default:
+		if ev.obj, _, _, err = c.s.decodeStored(c.wctx, ev.raw, ev.key, ev.rv); err != nil {
+			return ev, err
+		}
+	}
+	ev.raw, ev.prevRaw = nil, nil
+	return ev, nil
 }
 
 func (c *watchCache) progress(rev int64) {
@@ -421,7 +484,16 @@ func (c *watchCache) watch(ctx context.Context, o ListOptions) (watch.Interface,
 		}
 		for i := 0; i < c.count; i++ {
 			ev := c.window[(c.start+i)%len(c.window)]
-			if ev.rv > rv && !w.send(ev) {
+			if ev.rv <= rv {
+				continue
+			}
+			ev, err := c.materialize(ev)
+			if err != nil {
+				// The client relists, as after a compaction.
+				logrus.WithError(err).Warnf("watch cache: cannot replay %s at %d", ev.key, ev.rv)
+				return nil, tooOldErr(rv, c.oldest)
+			}
+			if !w.send(ev) {
 				return nil, tooOldErr(rv, c.oldest)
 			}
 		}

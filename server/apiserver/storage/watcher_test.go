@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 )
@@ -71,51 +72,92 @@ func TestWatcherDeliversWhileRunning(t *testing.T) {
 	}
 }
 
-// An event's previous object is the one the cache held, not a second
-// decoding of it.
-func TestWindowSharesThePreviousObject(t *testing.T) {
+// The window keeps decoded only the current object: an event whose
+// object a later one superseded, every event's previous object and a
+// deleted object's last state are its stored bytes. A watch from before
+// them still gets every event decoded, and a field selector still sees
+// an object leave it (from the previous object) as DELETED.
+func TestWindowKeepsSupersededObjectsAsBytes(t *testing.T) {
 	s, _ := newTestStore(t)
 	ctx := context.Background()
 	key := s.Key("ns", "a")
-	if _, err := s.Create(ctx, key, pod("a", ""), false); err != nil {
+	created, err := s.Create(ctx, key, pod("a", "n1"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := created.(*corev1.Pod).ResourceVersion
+	if _, _, err := s.Update(ctx, key, func(cur runtime.Object) (runtime.Object, error) {
+		p := cur.(*corev1.Pod).DeepCopy()
+		p.Spec.NodeName = "n2"
+		return p, nil
+	}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Delete(ctx, key, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	c := s.cache
-	waitRV := func(rv int64) {
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			c.mu.RLock()
-			at := c.rv
-			c.mu.RUnlock()
-			if at >= rv || time.Now().After(deadline) {
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
+	var kept []cacheEvent
+	for deadline := time.Now().Add(5 * time.Second); len(kept) < 3 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		c.mu.RLock()
+		kept = kept[:0]
+		for i := 0; i < c.count; i++ {
+			kept = append(kept, c.window[(c.start+i)%len(c.window)])
+		}
+		c.mu.RUnlock()
+	}
+	if len(kept) != 3 {
+		t.Fatalf("the window holds %d events, want 3", len(kept))
+	}
+	for i, ev := range kept {
+		if ev.obj != nil || ev.prev != nil {
+			t.Errorf("window event %d (%s) holds a decoded object after it was superseded", i, ev.typ)
 		}
 	}
-	created, err := s.Get(ctx, key)
+	if kept[0].raw == nil || kept[1].raw == nil || kept[1].prevRaw == nil || kept[2].prevRaw == nil {
+		t.Errorf("the window lost stored values: %+v", kept)
+	}
+
+	// A watch of node n1's pods from before the create: ADDED, then
+	// DELETED as the pod moves to n2 (known from the previous object).
+	sel, err := fields.ParseSelector("spec.nodeName=n1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rv, _ := ParseRV(created.(*corev1.Pod).ResourceVersion)
-	waitRV(rv)
-	c.mu.RLock()
-	held := c.objects[key]
-	c.mu.RUnlock()
-	updated, _, err := s.Update(ctx, key, func(cur runtime.Object) (runtime.Object, error) {
-		p := cur.(*corev1.Pod).DeepCopy()
-		p.Spec.NodeName = "n1"
-		return p, nil
-	}, false)
+	w, err := s.Watch(ctx, ListOptions{ResourceVersion: strconv.Itoa(mustRV(t, from) - 1), Predicate: Predicate{Field: sel, Attrs: s.attrs}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rv, _ = ParseRV(updated.(*corev1.Pod).ResourceVersion)
-	waitRV(rv)
-	c.mu.RLock()
-	last := c.window[(c.start+c.count-1)%len(c.window)]
-	c.mu.RUnlock()
-	if last.typ != watch.Modified || last.prev != held {
-		t.Errorf("the update's event: %s, previous object shared with the cache's: %v", last.typ, last.prev == held)
+	defer w.Stop()
+	all, err := s.Watch(ctx, ListOptions{ResourceVersion: strconv.Itoa(mustRV(t, from) - 1)})
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer all.Stop()
+	want := func(w watch.Interface, typ watch.EventType, node string, rv int64) {
+		t.Helper()
+		select {
+		case ev := <-w.ResultChan():
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok || ev.Type != typ || p.Spec.NodeName != node || (rv != 0 && p.ResourceVersion != strconv.FormatInt(rv, 10)) {
+				t.Fatalf("got %s %+v, want %s of the pod on %q", ev.Type, ev.Object, typ, node)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no %s event", typ)
+		}
+	}
+	want(w, watch.Added, "n1", 0)
+	want(w, watch.Deleted, "n2", 0)
+	want(all, watch.Added, "n1", 0)
+	want(all, watch.Modified, "n2", 0)
+	want(all, watch.Deleted, "n2", kept[2].rv)
+}
+
+func mustRV(t *testing.T, rv string) int {
+	t.Helper()
+	n, err := strconv.Atoi(rv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
