@@ -150,7 +150,7 @@ func (c *crdServing) serve(crd *apiextensionsv1.CustomResourceDefinition, old *c
 			tr = c.s.cfg.Transformers(gr)
 		}
 		attrs := resources[0]
-		decoded, err := registry.CustomStorageDefaulter(crd)
+		decoded, err := registry.CustomStorageDefaulter(crd, resources)
 		if err != nil {
 			return err
 		}

@@ -1,8 +1,10 @@
 package registry
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -68,11 +70,39 @@ var metaModels = sync.OnceValues(func() (map[string]*spec.Schema, error) {
 	if doc.Components == nil || doc.Components.Schemas[strings.TrimPrefix(objectMetaRef, "#/components/schemas/")] == nil {
 		return nil, fmt.Errorf("no ObjectMeta among the models")
 	}
-	models := maps.Clone(doc.Components.Schemas)
-	delete(models, modelName(crd.Spec.Group, "v1", names.Kind))
-	delete(models, modelName(crd.Spec.Group, "v1", names.ListKind))
-	return models, nil
+	return referredFrom(doc.Components.Schemas, strings.TrimPrefix(objectMetaRef, "#/components/schemas/"))
 })
+
+// schemaRef matches a reference to another model in a model's JSON.
+var schemaRef = regexp.MustCompile(`"\$ref":"#/components/schemas/([^"]+)"`)
+
+// referredFrom is the models root refers to, itself included, and what
+// they refer to in turn: only these are kept of the document (of its
+// dozens of definitions, the five ObjectMeta needs), as every CRD with
+// writes holds them for as long as the process runs.
+func referredFrom(all map[string]*spec.Schema, root string) (map[string]*spec.Schema, error) {
+	kept := map[string]*spec.Schema{}
+	for next := []string{root}; len(next) > 0; {
+		name := next[len(next)-1]
+		next = next[:len(next)-1]
+		if _, done := kept[name]; done {
+			continue
+		}
+		s := all[name]
+		if s == nil {
+			return nil, fmt.Errorf("model %s refers to a missing model", name)
+		}
+		kept[name] = s
+		js, err := json.Marshal(s)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range schemaRef.FindAllSubmatch(js, -1) {
+			next = append(next, string(m[1]))
+		}
+	}
+	return kept, nil
+}
 
 // modelName is upstream's name of a kind's model: the group reversed
 // ("com.example"), the version, the kind.

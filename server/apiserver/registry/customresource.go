@@ -76,11 +76,18 @@ func CustomResources(crd *apiextensionsv1.CustomResourceDefinition) ([]*Resource
 
 // CustomStorageDefaulter is what a CRD's objects get when read from etcd:
 // the pruning and defaulting of its storage version's schema (Default),
-// so that defaults added to a CRD show on objects stored before.
-func CustomStorageDefaulter(crd *apiextensionsv1.CustomResourceDefinition) (func(runtime.Object), error) {
+// so that defaults added to a CRD show on objects stored before. served
+// are the CRD's resources (CustomResources): the storage version's, if
+// served, is used rather than built a second time.
+func CustomStorageDefaulter(crd *apiextensionsv1.CustomResourceDefinition, served []*Resource) (func(runtime.Object), error) {
 	storageVersion, err := apihelpers.GetCRDStorageVersion(crd)
 	if err != nil {
 		return nil, err
+	}
+	for _, r := range served {
+		if r.GVR.Version == storageVersion {
+			return r.Default, nil
+		}
 	}
 	for _, v := range crd.Spec.Versions {
 		if v.Name == storageVersion {
@@ -121,10 +128,6 @@ func customResource(crd *apiextensionsv1.CustomResourceDefinition, v apiextensio
 			return nil, err
 		}
 	}
-	var props *apiextensions.JSONSchemaProps
-	if internal != nil {
-		props = internal.OpenAPIV3Schema
-	}
 	subs, err := apihelpers.GetSubresourcesForVersion(crd, v.Name)
 	if err != nil {
 		return nil, err
@@ -144,7 +147,17 @@ func customResource(crd *apiextensionsv1.CustomResourceDefinition, v apiextensio
 	// Selectable fields need no schema: this strategy, without validators
 	// (and so without CEL), answers for them on every read.
 	attrs := customresource.NewStrategy(typer, namespaced, gvk, nil, nil, nil, status, scale, v.SelectableFields)
+	// The internal schema is converted again when the write path is
+	// built rather than kept: most CRDs' kinds see writes rarely, and it
+	// is some 7 KB a version.
 	writer := newCustomWriter(func() *customWrite {
+		var props *apiextensions.JSONSchemaProps
+		if val != nil {
+			internal := &apiextensions.CustomResourceValidation{}
+			// It converted above.
+			_ = apiextensionsv1.Convert_v1_CustomResourceValidation_To_apiextensions_CustomResourceValidation(val, internal, nil)
+			props = internal.OpenAPIV3Schema
+		}
 		return buildCustomWrite(crd, typer, namespaced, gvk, props, structural, status, scale, v.SelectableFields)
 	})
 
