@@ -35,8 +35,9 @@
 // unreserves and requeues the pod. PVC, PV and StorageClass adds and
 // updates requeue unschedulable pods.
 //
-// Not implemented: preemption (the FailedScheduling message reports
-// upstream's PostFilter text for the no-victims case), inter-pod
+// PostFilter: the basics of upstream's DefaultPreemption (preemption.go).
+//
+// Not implemented: inter-pod
 // (anti-)affinity, explicit topologySpreadConstraints, the other volume
 // plugins (VolumeRestrictions, VolumeZone, NodeVolumeLimits), storage
 // capacity (CSIStorageCapacity) checks and volume scoring, image
@@ -292,6 +293,11 @@ type fitError struct {
 	// preFilterMsg is a PreFilter rejection (UnschedulableAndUnresolvable
 	// on every node), reported instead of the per-node reasons.
 	preFilterMsg string
+	// notEligible is why the pod may not preempt (preemption.go), instead
+	// of the no-victims message; preemption is what it will preempt, and
+	// the message then has no PostFilter part, as upstream's on success.
+	notEligible string
+	preemption  *preemption
 }
 
 func histogram(counts map[string]int) string {
@@ -307,8 +313,7 @@ func histogram(counts map[string]int) string {
 // default preemption PostFilter, e.g.
 // "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are
 // available: 3 No preemption victims found for incoming pod..".
-// kelp does not preempt; the PostFilter part reports what upstream reports
-// when no lower-priority victims exist.
+// When the pod preempts, the PostFilter part is left out, as upstream's.
 func (e *fitError) Error() string {
 	if e.numNodes == 0 {
 		return noNodesAvailable
@@ -330,6 +335,9 @@ func (e *fitError) Error() string {
 		}
 	}
 	msg := fmt.Sprintf("0/%d nodes are available: %s.", e.numNodes, histogram(reasons))
+	if e.preemption != nil {
+		return msg
+	}
 	return msg + " " + e.postFilterMsg(preempt) + "."
 }
 
@@ -337,6 +345,9 @@ func (e *fitError) Error() string {
 func (e *fitError) postFilterMsg(preempt map[string]int) string {
 	if p := e.pod.Spec.PreemptionPolicy; p != nil && *p == v1.PreemptNever {
 		return preemptionPolicyNever
+	}
+	if e.notEligible != "" {
+		return e.notEligible
 	}
 	return fmt.Sprintf("preemption: 0/%d nodes are available: %s.", e.numNodes, histogram(preempt))
 }
@@ -383,6 +394,10 @@ func (s *Scheduler) schedulePod(pi *podInfo) (string, *volumePlan, error) {
 		feasible = append(feasible, ni)
 	}
 	if len(feasible) == 0 {
+		// PostFilter: preemption.
+		if fe.notEligible = eligibleToPreempt(pi.pod, s.cache.nodes, fe); fe.notEligible == "" {
+			fe.preemption = findPreemption(ps, all, fe)
+		}
 		return "", nil, fe
 	}
 	chosen := feasible[0]
@@ -427,7 +442,11 @@ func (s *Scheduler) scheduleOne(ctx context.Context, qp *queuedPod) {
 	if err != nil {
 		var fe *fitError
 		if errors.As(err, &fe) {
-			s.recordFailure(ctx, pod, err.Error(), v1.PodReasonUnschedulable)
+			nominated := ""
+			if fe.preemption != nil && s.preempt(ctx, pod, fe.preemption) {
+				nominated = fe.preemption.node
+			}
+			s.recordStatus(ctx, pod, err.Error(), v1.PodReasonUnschedulable, nominated)
 			s.queue.requeue(qp, true)
 			return
 		}
@@ -511,11 +530,18 @@ func (s *Scheduler) bind(ctx context.Context, qp *queuedPod, pod *v1.Pod, node s
 // reason Unschedulable (no node fits) or SchedulerError (e.g. the binding
 // failed), as upstream.
 func (s *Scheduler) recordFailure(ctx context.Context, pod *v1.Pod, msg, reason string) {
+	s.recordStatus(ctx, pod, msg, reason, "")
+}
+
+// recordStatus is recordFailure that also sets status.nominatedNodeName
+// when nominated is not empty (the pod preempted pods there).
+func (s *Scheduler) recordStatus(ctx context.Context, pod *v1.Pod, msg, reason, nominated string) {
 	if s.recorder != nil {
 		s.recorder.Event(pod, v1.EventTypeWarning, reasonFailedScheduling, msg)
 	}
 	for _, c := range pod.Status.Conditions {
-		if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse && c.Reason == reason && c.Message == msg {
+		if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse && c.Reason == reason && c.Message == msg &&
+			(nominated == "" || nominated == pod.Status.NominatedNodeName) {
 			return
 		}
 	}
@@ -544,6 +570,9 @@ func (s *Scheduler) recordFailure(ctx context.Context, pod *v1.Pod, msg, reason 
 	}
 	if !replaced {
 		updated.Status.Conditions = append(updated.Status.Conditions, cond)
+	}
+	if nominated != "" {
+		updated.Status.NominatedNodeName = nominated
 	}
 	if _, err := s.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
 		klog.V(2).InfoS("updating PodScheduled condition failed", "pod", klog.KObj(pod), "err", err)
