@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
+	apiservercel "k8s.io/apiserver/pkg/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
 	webhookutil "k8s.io/apiserver/pkg/util/webhook"
 )
@@ -258,7 +259,7 @@ func validateAdmissionReviewVersions(versions []string, p *field.Path) field.Err
 	return allErrs
 }
 
-var matchConditionCompiler = plugincel.NewConditionCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
+var matchConditionCompiler = plugincel.NewCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
 
 // validateMatchConditions is upstream's: at most 64, names unique
 // qualified names, expressions required and compiling to a bool.
@@ -283,11 +284,20 @@ func validateMatchConditions(conds []admissionregistrationv1.MatchCondition, p *
 			allErrs = append(allErrs, field.Required(cp.Child("expression"), ""))
 			continue
 		}
-		mc := matchconditions.MatchCondition(c)
-		ev := matchConditionCompiler.CompileCondition([]plugincel.ExpressionAccessor{&mc},
-			plugincel.OptionalVariableDeclarations{HasParams: false, HasAuthorizer: true}, environment.StoredExpressions)
-		for _, err := range ev.CompilationErrors() {
-			allErrs = append(allErrs, field.Invalid(cp.Child("expression"), c.Expression, err.Error()))
+		// upstream's validateCELCondition, in the environment of new
+		// expressions
+		res := matchConditionCompiler.CompileCELExpression(&matchconditions.MatchCondition{Expression: strings.TrimSpace(c.Expression)},
+			plugincel.OptionalVariableDeclarations{HasAuthorizer: true}, environment.NewExpressions)
+		if res.Error != nil {
+			ep := cp.Child("expression")
+			switch res.Error.Type {
+			case apiservercel.ErrorTypeRequired:
+				allErrs = append(allErrs, field.Required(ep, res.Error.Detail))
+			case apiservercel.ErrorTypeInvalid:
+				allErrs = append(allErrs, field.Invalid(ep, c.Expression, res.Error.Detail))
+			default:
+				allErrs = append(allErrs, field.InternalError(ep, res.Error))
+			}
 		}
 	}
 	return allErrs

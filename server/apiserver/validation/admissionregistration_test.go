@@ -58,7 +58,7 @@ func TestValidatingWebhookConfiguration(t *testing.T) {
 		}, "webhooks[0].rules[0].scope"},
 		"CEL not compiling": {func(w *admissionregistrationv1.ValidatingWebhook) {
 			w.MatchConditions = []admissionregistrationv1.MatchCondition{{Name: "x", Expression: "object.metadata.name +"}}
-		}, "webhooks[0].matchConditions[0].expression"},
+		}, "compilation failed"},
 		"CEL not bool": {func(w *admissionregistrationv1.ValidatingWebhook) {
 			w.MatchConditions = []admissionregistrationv1.MatchCondition{{Name: "x", Expression: "'a string'"}}
 		}, "webhooks[0].matchConditions[0].expression"},
