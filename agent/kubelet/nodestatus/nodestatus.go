@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	goruntime "runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -175,6 +176,16 @@ func (r *Reporter) initialNode() *corev1.Node {
 // lastTransitionTime from old while their status stays the same.
 func (r *Reporter) Status(old *corev1.Node) corev1.NodeStatus {
 	capacity := r.machine.Capacity()
+	if old != nil {
+		// Extended resources someone else advertised (a patch of the node's
+		// status, as a device plugin's owner or the e2e tests do) stay in
+		// capacity and allocatable, as upstream's kubelet keeps them.
+		for name, q := range old.Status.Capacity {
+			if _, ours := capacity[name]; !ours && extendedResource(name) {
+				capacity[name] = q.DeepCopy()
+			}
+		}
+	}
 	now := metav1.Now()
 	version, _ := r.runtimeVersion()
 	info := r.machine.SystemInfo()
@@ -221,6 +232,13 @@ func (r *Reporter) Status(old *corev1.Node) corev1.NodeStatus {
 		st.Images = old.Status.Images
 	}
 	return st
+}
+
+// extendedResource is upstream's IsExtendedResourceName: a domain-prefixed
+// name outside kubernetes.io, not a quota's requests.<name>.
+func extendedResource(name corev1.ResourceName) bool {
+	n := string(name)
+	return strings.Contains(n, "/") && !strings.Contains(n, "kubernetes.io/") && !strings.HasPrefix(n, corev1.DefaultResourceRequestsPrefix)
 }
 
 // DiskPressureAvailable is upstream's hard eviction threshold for the

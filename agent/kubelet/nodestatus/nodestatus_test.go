@@ -142,6 +142,34 @@ func TestStatusKeepsTransitionTimesAndImages(t *testing.T) {
 	}
 }
 
+// Extended resources patched into the node's status by others survive the
+// kubelet's status updates, in capacity and allocatable; the kubelet's own
+// resources are its own.
+func TestStatusKeepsExtendedResources(t *testing.T) {
+	r, _, _ := newReporter()
+	old := &corev1.Node{Status: corev1.NodeStatus{
+		Capacity: corev1.ResourceList{"example.com/fakecpu": resource.MustParse("5"), corev1.ResourceCPU: resource.MustParse("64"),
+			"kubernetes.io/something": resource.MustParse("1")},
+		Allocatable: corev1.ResourceList{"example.com/fakecpu": resource.MustParse("5")},
+	}}
+	st := r.Status(old)
+	for _, l := range []corev1.ResourceList{st.Capacity, st.Allocatable} {
+		if q, ok := l["example.com/fakecpu"]; !ok || q.Value() != 5 {
+			t.Errorf("extended resource lost: %v", l)
+		}
+		if _, ok := l["kubernetes.io/something"]; ok {
+			t.Errorf("a kubernetes.io resource kept: %v", l)
+		}
+		if q := l[corev1.ResourceCPU]; q.Cmp(r.machine.Capacity()[corev1.ResourceCPU]) != 0 {
+			t.Errorf("cpu %v, want the machine's", q.String())
+		}
+	}
+	// Removed from capacity (as e2e's RemoveExtendedResource does): gone.
+	if st := r.Status(&corev1.Node{}); len(st.Capacity) != len(r.machine.Capacity()) || len(st.Allocatable) != len(r.machine.Capacity()) {
+		t.Errorf("capacity %v allocatable %v", st.Capacity, st.Allocatable)
+	}
+}
+
 func TestRegisterCreatesTheNodeAndWaitsForItsPodCIDR(t *testing.T) {
 	r, client, _ := newReporter()
 	go func() {
