@@ -5,6 +5,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 )
 
 // cache holds nodes and the pods bound or assumed on them. Pods may refer
@@ -16,13 +17,18 @@ type cache struct {
 	nodes   map[string]*nodeInfo
 	podNode map[types.UID]string // pod -> node it is accounted on
 	assumed map[types.UID]bool
+	// nominated are pending pods with status.nominatedNodeName: the room
+	// their preemption made on that node is theirs against pods of no
+	// higher priority (upstream's nominator).
+	nominated map[types.UID]*podInfo
 }
 
 func newCache() *cache {
 	return &cache{
-		nodes:   map[string]*nodeInfo{},
-		podNode: map[types.UID]string{},
-		assumed: map[types.UID]bool{},
+		nodes:     map[string]*nodeInfo{},
+		podNode:   map[types.UID]string{},
+		assumed:   map[types.UID]bool{},
+		nominated: map[types.UID]*podInfo{},
 	}
 }
 
@@ -87,8 +93,49 @@ func (c *cache) removePodLocked(uid types.UID) {
 	}
 }
 
+// nominate records a pending pod's nominated node ("" drops it).
+func (c *cache) nominate(pod *v1.Pod, node string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if node == "" {
+		delete(c.nominated, pod.UID)
+		return
+	}
+	pi := newPodInfo(pod)
+	pi.nominatedNode = node
+	c.nominated[pod.UID] = pi
+}
+
+// withNominatedLocked is ni as pod must see it: with the pods nominated to
+// the node whose priority is not lower than pod's (a copy; ni itself when
+// there are none).
+func (c *cache) withNominatedLocked(ni *nodeInfo, pod *v1.Pod) *nodeInfo {
+	if len(c.nominated) == 0 {
+		return ni
+	}
+	prio := corev1helpers.PodPriority(pod)
+	var out *nodeInfo
+	for uid, pi := range c.nominated {
+		if uid == pod.UID || pi.nominatedNode != ni.node.Name || corev1helpers.PodPriority(pi.pod) < prio {
+			continue
+		}
+		if _, placed := ni.pods[uid]; placed {
+			continue
+		}
+		if out == nil {
+			out = ni.clone()
+		}
+		out.addPod(pi)
+	}
+	if out == nil {
+		return ni
+	}
+	return out
+}
+
 // assumeLocked records pod as placed on node before the binding is written.
 func (c *cache) assumeLocked(pi *podInfo, node string) {
+	delete(c.nominated, pi.pod.UID)
 	c.removePodLocked(pi.pod.UID)
 	c.nodeInfoLocked(node).addPod(pi)
 	c.podNode[pi.pod.UID] = node

@@ -80,6 +80,8 @@ type podInfo struct {
 	nonZero  resources // same, with defaults for unset cpu/memory (scoring only)
 	ports    []hostports.Port
 	ownerUID types.UID // controller owner, "" if none
+	// nominatedNode is set on the cache's record of a nominated pod.
+	nominatedNode string
 }
 
 func newPodInfo(pod *v1.Pod) *podInfo {
@@ -151,4 +153,15 @@ func (n *nodeInfo) removePod(uid types.UID) bool {
 		}
 	}
 	return true
+}
+
+// clone copies the node's accounting, for simulations (nominated pods,
+// preemption) that add or remove pods.
+func (n *nodeInfo) clone() *nodeInfo {
+	c := newNodeInfo()
+	c.node, c.allocatable, c.allowedPods = n.node, n.allocatable, n.allowedPods
+	for _, p := range n.pods {
+		c.addPod(p)
+	}
+	return c
 }

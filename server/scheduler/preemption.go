@@ -27,9 +27,12 @@ import (
 // are gone. While a victim of its preemption is still terminating on its
 // nominated node, a pod does not preempt again.
 //
-// Not implemented: PodDisruptionBudgets in the choice of victims, the
-// nominated pod's claim on the node's freed room against other pods, and
-// clearing lower-priority pods' nominations.
+// A nominated pod's claim on its node holds against pods of no higher
+// priority: they see the node with it (cache.withNominatedLocked).
+//
+// Not implemented: PodDisruptionBudgets in the choice of victims,
+// clearing lower-priority pods' nominations, trying the nominated node
+// first.
 
 const (
 	reasonPreempted            = "Preempted"
@@ -82,7 +85,7 @@ func terminatingByPreemption(pod *v1.Pod) bool {
 
 // findPreemption looks for a node where victims make room for ps's pod.
 // Called with the cache lock held, over the nodes that failed the filters.
-func findPreemption(ps *podState, nodes []*nodeInfo, fe *fitError) *preemption {
+func findPreemption(ps *podState, nodes []*nodeInfo, fe *fitError, withNominated func(*nodeInfo, *v1.Pod) *nodeInfo) *preemption {
 	prio := corev1helpers.PodPriority(ps.info.pod)
 	var best *preemption
 	var bestKey [3]int64
@@ -91,7 +94,7 @@ func findPreemption(ps *podState, nodes []*nodeInfo, fe *fitError) *preemption {
 		if st == nil || st.unresolvable {
 			continue
 		}
-		victims := victimsOn(ps, ni, prio)
+		victims := victimsOn(ps, ni, withNominated(ni, ps.info.pod), prio)
 		if victims == nil {
 			continue
 		}
@@ -119,12 +122,18 @@ func less3(a, b [3]int64) bool {
 }
 
 // victimsOn is upstream's selectVictimsOnNode without budgets: nil when
-// even removing every lower-priority pod leaves no room.
-func victimsOn(ps *podState, ni *nodeInfo, prio int32) []*v1.Pod {
+// even removing every lower-priority pod leaves no room. seen is ni as
+// the pod sees it (with the pods nominated there before it); victims are
+// only ever pods placed on ni.
+func victimsOn(ps *podState, ni, seen *nodeInfo, prio int32) []*v1.Pod {
 	var lower []*podInfo
 	sim := newNodeInfo()
 	sim.setNode(ni.node)
-	for _, p := range ni.pods {
+	for uid, p := range seen.pods {
+		if _, placed := ni.pods[uid]; !placed {
+			sim.addPod(p) // nominated: not a victim
+			continue
+		}
 		if corev1helpers.PodPriority(p.pod) < prio {
 			lower = append(lower, p)
 			continue

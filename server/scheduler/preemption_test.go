@@ -121,3 +121,23 @@ func TestPreemptionWaitsForTerminatingVictims(t *testing.T) {
 		t.Errorf("other preempted while a victim is still terminating")
 	}
 }
+
+// The room a nominated pod was promised is its own against pods of lower
+// priority, not against higher ones.
+func TestNominatedPodHoldsItsRoom(t *testing.T) {
+	nominee := makePod("nominee", "1", "", withPriority(10), withNodeSelector("never", "matches"))
+	nominee.Status.NominatedNodeName = "n1"
+	env := newTestEnv(t, makeNode("n1", "1", "8Gi"), nominee)
+	env.createPod(makePod("small", "1", "", withPriority(1)))
+	want := "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.."
+	if got := env.waitFailed("small", 5*time.Second); got != want {
+		t.Fatalf("message:\n got %q\nwant %q", got, want)
+	}
+	env.createPod(makePod("urgent", "1", "", withPriority(20)))
+	if node := env.waitBound("urgent", 5*time.Second); node != "n1" {
+		t.Fatalf("urgent on %s", node)
+	}
+	if n := env.getPod("small").Spec.NodeName; n != "" {
+		t.Errorf("small bound to %s", n)
+	}
+}

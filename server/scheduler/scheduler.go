@@ -41,7 +41,7 @@
 // (anti-)affinity, explicit topologySpreadConstraints, the other volume
 // plugins (VolumeRestrictions, VolumeZone, NodeVolumeLimits), storage
 // capacity (CSIStorageCapacity) checks and volume scoring, image
-// locality, nominated nodes, percentageOfNodesToScore.
+// locality, percentageOfNodesToScore.
 package scheduler
 
 import (
@@ -186,6 +186,7 @@ func (s *Scheduler) onPodAdd(obj any) {
 			s.cache.addOrUpdatePod(pod)
 		}
 	case needsScheduling(pod):
+		s.cache.nominate(pod, pod.Status.NominatedNodeName)
 		s.queue.add(podKey(pod), pod)
 	}
 }
@@ -195,6 +196,13 @@ func (s *Scheduler) onPodUpdate(oldObj, newObj any) {
 	pod, ok2 := newObj.(*v1.Pod)
 	if !ok1 || !ok2 {
 		return
+	}
+	if oldPod.Status.NominatedNodeName != "" || pod.Status.NominatedNodeName != "" {
+		node := pod.Status.NominatedNodeName
+		if !needsScheduling(pod) {
+			node = ""
+		}
+		s.cache.nominate(pod, node)
 	}
 	if pod.Spec.NodeName != "" {
 		s.queue.delete(podKey(pod))
@@ -227,6 +235,7 @@ func (s *Scheduler) onPodDelete(obj any) {
 		return
 	}
 	s.queue.delete(podKey(pod))
+	s.cache.nominate(pod, "")
 	if s.volumes != nil {
 		s.volumes.signal() // a pod waiting for its volumes stops waiting
 	}
@@ -387,7 +396,7 @@ func (s *Scheduler) schedulePod(pi *podInfo) (string, *volumePlan, error) {
 	}
 	feasible := make([]*nodeInfo, 0, len(all))
 	for _, ni := range all {
-		if st := runFilters(ps, ni); st != nil {
+		if st := runFilters(ps, s.cache.withNominatedLocked(ni, pi.pod)); st != nil {
 			fe.statuses[ni.node.Name] = st
 			continue
 		}
@@ -396,7 +405,7 @@ func (s *Scheduler) schedulePod(pi *podInfo) (string, *volumePlan, error) {
 	if len(feasible) == 0 {
 		// PostFilter: preemption.
 		if fe.notEligible = eligibleToPreempt(pi.pod, s.cache.nodes, fe); fe.notEligible == "" {
-			fe.preemption = findPreemption(ps, all, fe)
+			fe.preemption = findPreemption(ps, all, fe, s.cache.withNominatedLocked)
 		}
 		return "", nil, fe
 	}
@@ -445,6 +454,7 @@ func (s *Scheduler) scheduleOne(ctx context.Context, qp *queuedPod) {
 			nominated := ""
 			if fe.preemption != nil && s.preempt(ctx, pod, fe.preemption) {
 				nominated = fe.preemption.node
+				s.cache.nominate(pod, nominated)
 			}
 			s.recordStatus(ctx, pod, err.Error(), v1.PodReasonUnschedulable, nominated)
 			s.queue.requeue(qp, true)
