@@ -7,10 +7,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+
+	"github.com/kelp-project/kelp/test/simkubelet"
 )
 
 // PriorityClasses are served with the two system classes created at
@@ -161,4 +164,58 @@ func TestPriorityClass(t *testing.T) {
 	if err := pcs.Delete(ctx, "high", metav1.DeleteOptions{}); err != nil {
 		t.Errorf("deleting a user class: %v", err)
 	}
+}
+
+// A pod of high priority that fits nowhere preempts the least important
+// pod on a node (a simulated kubelet's), is nominated to it and runs there
+// once the victim is gone; pods of higher priority stay.
+func TestPriorityClassPreemption(t *testing.T) {
+	s := startServer(t)
+	cs := s.client()
+	ctx := ctxT(t)
+	simkubelet.Start(t, cs, "sim-a")
+	waitFor(t, "the node", func() bool {
+		n, err := cs.CoreV1().Nodes().Get(ctx, "sim-a", metav1.GetOptions{})
+		return err == nil && len(n.Status.Allocatable) > 0
+	})
+	for name, value := range map[string]int32{"low": 1, "mid": 100, "high": 1000} {
+		if _, err := cs.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pods := cs.CoreV1().Pods("default")
+	pod := func(name, class string) *corev1.Pod {
+		cpu := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{PriorityClassName: class,
+			Containers: []corev1.Container{{Name: "c", Image: "busybox", Resources: corev1.ResourceRequirements{Requests: cpu}}}}}
+	}
+	running := func(name string) func() bool {
+		return func() bool {
+			p, err := pods.Get(ctx, name, metav1.GetOptions{})
+			return err == nil && p.Spec.NodeName == "sim-a" && p.Status.Phase == corev1.PodRunning
+		}
+	}
+	for _, p := range []*corev1.Pod{pod("victim", "low"), pod("survivor", "mid")} {
+		if _, err := pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, p.Name+" running", running(p.Name))
+	}
+	if _, err := pods.Create(ctx, pod("urgent", "high"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "urgent running on sim-a", running("urgent"))
+	if _, err := pods.Get(ctx, "victim", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("victim not deleted: %v", err)
+	}
+	if p, err := pods.Get(ctx, "survivor", metav1.GetOptions{}); err != nil || p.DeletionTimestamp != nil {
+		t.Errorf("survivor preempted: %v", err)
+	}
+	u, err := pods.Get(ctx, "urgent", metav1.GetOptions{})
+	if err != nil || u.Status.NominatedNodeName != "sim-a" {
+		t.Errorf("urgent's nominatedNodeName: %v %v", u, err)
+	}
+	waitFor(t, "the Preempted event", func() bool {
+		return hasPodEvent(ctx, cs, "victim", "Preempted", "Preempted by pod "+string(u.UID)+" on node sim-a")
+	})
 }
