@@ -8,6 +8,7 @@ package prober
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -131,9 +132,11 @@ func (t Target) host(h string) string {
 }
 
 // probeClient never follows redirects to other hosts' pages and never
-// reuses connections, as upstream's prober.
+// reuses connections, as upstream's prober; an HTTPS probe does not verify
+// the container's certificate (upstream's InsecureSkipVerify: pods serve
+// certificates of their own CAs, as admission webhooks do).
 var probeClient = &http.Client{
-	Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil},
+	Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil, TLSClientConfig: &tls.Config{InsecureSkipVerify: true}},
 	CheckRedirect: func(req *http.Request, via []*http.Request) error {
 		if len(via) >= 10 {
 			return http.ErrUseLastResponse
