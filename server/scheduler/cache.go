@@ -106,6 +106,21 @@ func (c *cache) nominate(pod *v1.Pod, node string) {
 	c.nominated[pod.UID] = pi
 }
 
+// nominatedBelow drops and returns the pods nominated to node whose
+// priority is below prio.
+func (c *cache) nominatedBelow(node string, prio int32) []*v1.Pod {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*v1.Pod
+	for uid, pi := range c.nominated {
+		if pi.nominatedNode == node && corev1helpers.PodPriority(pi.pod) < prio {
+			out = append(out, pi.pod)
+			delete(c.nominated, uid)
+		}
+	}
+	return out
+}
+
 // withNominatedLocked is ni as pod must see it: with the pods nominated to
 // the node whose priority is not lower than pod's (a copy; ni itself when
 // there are none).

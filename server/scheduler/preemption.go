@@ -30,9 +30,11 @@ import (
 // A nominated pod's claim on its node holds against pods of no higher
 // priority: they see the node with it (cache.withNominatedLocked).
 //
-// Not implemented: PodDisruptionBudgets in the choice of victims,
-// clearing lower-priority pods' nominations, trying the nominated node
-// first.
+// The pods of lower priority nominated to the node lose their nomination
+// (the room is the preemptor's now), as upstream's prepareCandidate.
+//
+// Not implemented: PodDisruptionBudgets in the choice of victims, trying
+// the nominated node first.
 
 const (
 	reasonPreempted            = "Preempted"
@@ -208,4 +210,20 @@ func (s *Scheduler) preempt(ctx context.Context, pod *v1.Pod, pr *preemption) bo
 		}
 	}
 	return ok
+}
+
+// clearNominations takes the nomination to node from the pending pods of
+// lower priority than pod's.
+func (s *Scheduler) clearNominations(ctx context.Context, pod *v1.Pod, node string) {
+	for _, p := range s.cache.nominatedBelow(node, corev1helpers.PodPriority(pod)) {
+		cur, err := s.podLister.Pods(p.Namespace).Get(p.Name)
+		if err != nil || cur.UID != p.UID || cur.Status.NominatedNodeName != node {
+			continue
+		}
+		upd := cur.DeepCopy()
+		upd.Status.NominatedNodeName = ""
+		if _, err := s.client.CoreV1().Pods(upd.Namespace).UpdateStatus(ctx, upd, metav1.UpdateOptions{}); err != nil {
+			klog.V(2).InfoS("clearing a nomination failed", "pod", klog.KObj(upd), "err", err)
+		}
+	}
 }

@@ -141,3 +141,19 @@ func TestNominatedPodHoldsItsRoom(t *testing.T) {
 		t.Errorf("small bound to %s", n)
 	}
 }
+
+// A preemptor takes the nomination to its node from pending pods of lower
+// priority: the room it made is its own.
+func TestPreemptionClearsLowerNominations(t *testing.T) {
+	waiting := makePod("waiting", "1", "", withPriority(5), withNodeSelector("never", "matches"))
+	waiting.Status.NominatedNodeName = "n1"
+	env := newTestEnv(t, makeNode("n1", "1", "8Gi"), waiting,
+		makePod("low", "1", "", onNode("n1"), withPriority(1)))
+	env.createPod(makePod("preemptor", "1", "", withPriority(10)))
+	if node := env.waitBound("preemptor", 5*time.Second); node != "n1" {
+		t.Fatalf("preemptor on %s", node)
+	}
+	env.waitFor(5*time.Second, "waiting's nomination cleared", func() bool {
+		return env.getPod("waiting").Status.NominatedNodeName == ""
+	})
+}

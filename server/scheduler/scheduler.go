@@ -455,6 +455,7 @@ func (s *Scheduler) scheduleOne(ctx context.Context, qp *queuedPod) {
 			if fe.preemption != nil && s.preempt(ctx, pod, fe.preemption) {
 				nominated = fe.preemption.node
 				s.cache.nominate(pod, nominated)
+				s.clearNominations(ctx, pod, nominated)
 			}
 			s.recordStatus(ctx, pod, err.Error(), v1.PodReasonUnschedulable, nominated)
 			s.queue.requeue(qp, true)
