@@ -1,10 +1,10 @@
 package registry
 
 import (
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -14,8 +14,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
-	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 )
@@ -52,57 +50,26 @@ func applySchema(crd *apiextensionsv1.CustomResourceDefinition) managedfields.Ty
 	return tc
 }
 
-// metaModels are the definitions every kind's models refer to (ObjectMeta
-// and what it refers to), from upstream's document of a CRD with no
-// schema, built once.
+// metaModels are the definitions every kind's models refer to: ObjectMeta
+// and what it refers to, as upstream's OpenAPI builder has them. They are
+// kept as JSON (objectmeta_models.json, which
+// TestObjectMetaModelsAreUpstreams checks against the builder and
+// rewrites with -update): the builder keeps every apiextensions
+// definition it ever generated, 1.2 MB for the life of the process, to
+// give these five.
 var metaModels = sync.OnceValues(func() (map[string]*spec.Schema, error) {
-	names := apiextensionsv1.CustomResourceDefinitionNames{Plural: "placeholders", Singular: "placeholder", Kind: "Placeholder", ListKind: "PlaceholderList"}
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "placeholders.models.kelp.internal"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: "models.kelp.internal", Names: names, Scope: apiextensionsv1.NamespaceScoped,
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true}}},
-		Status: apiextensionsv1.CustomResourceDefinitionStatus{AcceptedNames: names},
-	}
-	doc, err := builder.BuildOpenAPIV3(crd, "v1", builder.Options{})
-	if err != nil {
+	var models map[string]*spec.Schema
+	if err := json.Unmarshal(objectMetaModels, &models); err != nil {
 		return nil, err
 	}
-	if doc.Components == nil || doc.Components.Schemas[strings.TrimPrefix(objectMetaRef, "#/components/schemas/")] == nil {
+	if models[strings.TrimPrefix(objectMetaRef, "#/components/schemas/")] == nil {
 		return nil, fmt.Errorf("no ObjectMeta among the models")
 	}
-	return referredFrom(doc.Components.Schemas, strings.TrimPrefix(objectMetaRef, "#/components/schemas/"))
+	return models, nil
 })
 
-// schemaRef matches a reference to another model in a model's JSON.
-var schemaRef = regexp.MustCompile(`"\$ref":"#/components/schemas/([^"]+)"`)
-
-// referredFrom is the models root refers to, itself included, and what
-// they refer to in turn: only these are kept of the document (of its
-// dozens of definitions, the five ObjectMeta needs), as every CRD with
-// writes holds them for as long as the process runs.
-func referredFrom(all map[string]*spec.Schema, root string) (map[string]*spec.Schema, error) {
-	kept := map[string]*spec.Schema{}
-	for next := []string{root}; len(next) > 0; {
-		name := next[len(next)-1]
-		next = next[:len(next)-1]
-		if _, done := kept[name]; done {
-			continue
-		}
-		s := all[name]
-		if s == nil {
-			return nil, fmt.Errorf("model %s refers to a missing model", name)
-		}
-		kept[name] = s
-		js, err := json.Marshal(s)
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range schemaRef.FindAllSubmatch(js, -1) {
-			next = append(next, string(m[1]))
-		}
-	}
-	return kept, nil
-}
+//go:embed objectmeta_models.json
+var objectMetaModels []byte
 
 // modelName is upstream's name of a kind's model: the group reversed
 // ("com.example"), the version, the kind.
