@@ -2,6 +2,9 @@ package etcd
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -34,6 +37,46 @@ func TestDataOutlivesTheMember(t *testing.T) {
 	}
 	if len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "v1" {
 		t.Fatalf("after restart: %v", resp.Kvs)
+	}
+}
+
+// TestRestartAfterSnapshots: a member that snapshotted and compacted its
+// raft log several times (every SnapshotCount writes) restarts from the
+// snapshot and the WAL after it, with every write there, twice over.
+func TestRestartAfterSnapshots(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	writes := 3*1000 + 250
+	for round := range 2 {
+		e, err := Start(ctx, dir)
+		if err != nil {
+			t.Fatalf("start %d: %v", round, err)
+		}
+		for i := range writes {
+			if _, err := e.Client.Put(ctx, fmt.Sprintf("/registry/r%d/%05d", round, i), strconv.Itoa(i)); err != nil {
+				e.Close()
+				t.Fatal(err)
+			}
+		}
+		e.Close()
+	}
+	if snaps, _ := filepath.Glob(filepath.Join(dir, "member", "snap", "*.snap")); len(snaps) == 0 {
+		t.Fatalf("no raft snapshot after %d writes", 2*writes)
+	}
+	e, err := Start(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for round := range 2 {
+		resp, err := e.Client.Get(ctx, fmt.Sprintf("/registry/r%d/", round), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Count != int64(writes) {
+			t.Errorf("round %d: %d keys after the restarts, want %d", round, resp.Count, writes)
+		}
 	}
 }
 
