@@ -208,33 +208,8 @@ func claimWithinLimits(pvc *corev1.PersistentVolumeClaim, items []corev1.LimitRa
 // withinItem checks requests and limits against one item's min, max and
 // maxLimitRequestRatio, with upstream's messages.
 func withinItem(item corev1.LimitRangeItem, kind string, requests, limits corev1.ResourceList) []error {
-	var errs []error
-	for _, name := range sortedNames(item.Min) {
-		minimum := item.Min[name]
-		req, hasReq := requests[name]
-		lim, hasLim := limits[name]
-		switch {
-		case !hasReq:
-			errs = append(errs, fmt.Errorf("minimum %s usage per %s is %s.  No request is specified", name, kind, minimum.String()))
-		case req.Cmp(minimum) < 0:
-			errs = append(errs, fmt.Errorf("minimum %s usage per %s is %s, but request is %s", name, kind, minimum.String(), req.String()))
-		case hasLim && lim.Cmp(minimum) < 0:
-			errs = append(errs, fmt.Errorf("minimum %s usage per %s is %s, but limit is %s", name, kind, minimum.String(), lim.String()))
-		}
-	}
-	for _, name := range sortedNames(item.Max) {
-		maximum := item.Max[name]
-		req, hasReq := requests[name]
-		lim, hasLim := limits[name]
-		switch {
-		case !hasLim:
-			errs = append(errs, fmt.Errorf("maximum %s usage per %s is %s.  No limit is specified", name, kind, maximum.String()))
-		case lim.Cmp(maximum) > 0:
-			errs = append(errs, fmt.Errorf("maximum %s usage per %s is %s, but limit is %s", name, kind, maximum.String(), lim.String()))
-		case hasReq && req.Cmp(maximum) > 0:
-			errs = append(errs, fmt.Errorf("maximum %s usage per %s is %s, but request is %s", name, kind, maximum.String(), req.String()))
-		}
-	}
+	errs := outOfBound(item.Min, "minimum", -1, kind, requests, limits)
+	errs = append(errs, outOfBound(item.Max, "maximum", 1, kind, requests, limits)...)
 	for _, name := range sortedNames(item.MaxLimitRequestRatio) {
 		ratio := item.MaxLimitRequestRatio[name]
 		req, hasReq := requests[name]
@@ -248,6 +223,32 @@ func withinItem(item corev1.LimitRangeItem, kind string, requests, limits corev1
 			if observed := lim.AsApproximateFloat64() / req.AsApproximateFloat64(); observed > ratio.AsApproximateFloat64() {
 				errs = append(errs, fmt.Errorf("%s max limit to request ratio per %s is %s, but provided ratio is %f", name, kind, ratio.String(), observed))
 			}
+		}
+	}
+	return errs
+}
+
+// outOfBound checks requests and limits against one bound of an item: a
+// minimum (breach -1: under it) wants a request, a maximum (breach 1:
+// over it) a limit, and the other of the two, when given, must not
+// breach it either.
+func outOfBound(bound corev1.ResourceList, what string, breach int, kind string, requests, limits corev1.ResourceList) []error {
+	wanted, wantedName, other, otherName := requests, "request", limits, "limit"
+	if breach > 0 {
+		wanted, wantedName, other, otherName = limits, "limit", requests, "request"
+	}
+	var errs []error
+	for _, name := range sortedNames(bound) {
+		b := bound[name]
+		v, has := wanted[name]
+		o, hasOther := other[name]
+		switch {
+		case !has:
+			errs = append(errs, fmt.Errorf("%s %s usage per %s is %s.  No %s is specified", what, name, kind, b.String(), wantedName))
+		case v.Cmp(b) == breach:
+			errs = append(errs, fmt.Errorf("%s %s usage per %s is %s, but %s is %s", what, name, kind, b.String(), wantedName, v.String()))
+		case hasOther && o.Cmp(b) == breach:
+			errs = append(errs, fmt.Errorf("%s %s usage per %s is %s, but %s is %s", what, name, kind, b.String(), otherName, o.String()))
 		}
 	}
 	return errs

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -167,5 +168,39 @@ func TestLimitRangerLeavesOthersAlone(t *testing.T) {
 	a = &Attributes{Operation: "UPDATE", Resource: podsResource, Namespace: "ns", Name: "p", Object: big, OldObject: big}
 	if err := l.Validate(context.Background(), a); err != nil {
 		t.Errorf("a pod update: %v", err)
+	}
+}
+
+// Each way a request or limit can break a min or max, with upstream's
+// message.
+func TestWithinItemMinAndMax(t *testing.T) {
+	q := resource.MustParse
+	item := corev1.LimitRangeItem{
+		Min: corev1.ResourceList{corev1.ResourceCPU: q("100m")},
+		Max: corev1.ResourceList{corev1.ResourceCPU: q("1")},
+	}
+	for _, tc := range []struct {
+		requests, limits corev1.ResourceList
+		want             []string
+	}{
+		{nil, nil, []string{
+			"minimum cpu usage per Container is 100m.  No request is specified",
+			"maximum cpu usage per Container is 1.  No limit is specified"}},
+		{corev1.ResourceList{corev1.ResourceCPU: q("200m")}, corev1.ResourceList{corev1.ResourceCPU: q("50m")}, []string{
+			"minimum cpu usage per Container is 100m, but limit is 50m"}},
+		{corev1.ResourceList{corev1.ResourceCPU: q("2")}, corev1.ResourceList{corev1.ResourceCPU: q("500m")}, []string{
+			"maximum cpu usage per Container is 1, but request is 2"}},
+		{corev1.ResourceList{corev1.ResourceCPU: q("50m")}, corev1.ResourceList{corev1.ResourceCPU: q("2")}, []string{
+			"minimum cpu usage per Container is 100m, but request is 50m",
+			"maximum cpu usage per Container is 1, but limit is 2"}},
+		{corev1.ResourceList{corev1.ResourceCPU: q("100m")}, corev1.ResourceList{corev1.ResourceCPU: q("1")}, nil},
+	} {
+		var got []string
+		for _, err := range withinItem(item, "Container", tc.requests, tc.limits) {
+			got = append(got, err.Error())
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("requests %v, limits %v: %q, want %q", tc.requests, tc.limits, got, tc.want)
+		}
 	}
 }
