@@ -58,8 +58,12 @@ func (s *Server) proxyToPod(w http.ResponseWriter, r *http.Request, info request
 	} else if strings.Contains(host, ":") {
 		host = "[" + host + "]"
 	}
-	// The request path is .../pods/<name>/proxy[/rest]; rest goes on.
-	marker := "/pods/" + info.Name + "/proxy"
+	s.proxyTo(w, r, &url.URL{Scheme: scheme, Host: host}, "/pods/"+info.Name+"/proxy")
+}
+
+// proxyTo passes the request on to target (scheme and host), with the
+// path that follows marker (.../<resource>/<name>/proxy) in the request's.
+func (s *Server) proxyTo(w http.ResponseWriter, r *http.Request, target *url.URL, marker string) {
 	rest := ""
 	if i := strings.Index(r.URL.Path, marker); i >= 0 {
 		rest = r.URL.Path[i+len(marker):]
@@ -67,12 +71,13 @@ func (s *Server) proxyToPod(w http.ResponseWriter, r *http.Request, info request
 	if rest == "" {
 		rest = "/"
 	}
-	target := &url.URL{Scheme: scheme, Host: host, Path: rest, RawQuery: r.URL.RawQuery}
+	target = &url.URL{Scheme: target.Scheme, Host: target.Host, Path: rest, RawQuery: r.URL.RawQuery}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL = target
 			pr.Out.Host = target.Host
-			// The client's credentials are for the API server, not the pod.
+			// The client's credentials are for the API server, not the
+			// backend.
 			pr.Out.Header.Del("Authorization")
 			pr.Out.Header.Del("Impersonate-User")
 			pr.Out.Header.Del("Impersonate-Group")

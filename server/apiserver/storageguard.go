@@ -266,7 +266,8 @@ func storesWrite(info requestInfo, sv *served) bool {
 	}
 	if info.Subresource != "" {
 		for _, sub := range sv.Subresources {
-			if sub.Name == info.Subresource && (sub.Kind == registry.KubeletSubresource || sub.Kind == registry.TokenSubresource || sub.Kind == registry.PodProxySubresource) {
+			if sub.Name == info.Subresource && (sub.Kind == registry.KubeletSubresource || sub.Kind == registry.TokenSubresource || sub.Kind == registry.PodProxySubresource ||
+				sub.Kind == registry.ServiceProxySubresource) {
 				return false
 			}
 		}

@@ -56,6 +56,8 @@ func (s *Server) serveSubresource(w http.ResponseWriter, r *http.Request, info r
 		s.proxyToKubelet(w, r, info, sv)
 	case registry.PodProxySubresource:
 		s.proxyToPod(w, r, info, sv)
+	case registry.ServiceProxySubresource:
+		s.proxyToService(w, r, info, sv)
 	case registry.TokenSubresource:
 		s.createToken(w, r, info)
 	case registry.EvictionSubresource:

@@ -167,6 +167,9 @@ const (
 	// PodProxySubresource is proxied by the API server to the pod's IP
 	// (pods/proxy); the path after /proxy is the path there.
 	PodProxySubresource
+	// ServiceProxySubresource is proxied by the API server to one of the
+	// service's ready endpoints (services/proxy), as PodProxySubresource.
+	ServiceProxySubresource
 )
 
 // Subresource is one subresource of a kind, as discovery lists it.

@@ -23,6 +23,8 @@ func services(alloc *allocator.Services) *Resource {
 	return &Resource{
 		GVR: gvr("", "v1", "services"), Kind: "Service", Singular: "service", ShortNames: []string{"svc"}, Categories: []string{"all"}, Namespaced: true,
 		New: func() runtime.Object { return &corev1.Service{} }, NewList: func() runtime.Object { return &corev1.ServiceList{} },
+		Subresources: []Subresource{{Name: "proxy", Verbs: []string{"create", "delete", "get", "patch", "update"},
+			GVK: gvk("ServiceProxyOptions"), Kind: ServiceProxySubresource}},
 		Status: true, Fields: func(o runtime.Object) fields.Set {
 			s := o.(*corev1.Service)
 			return fields.Set{"spec.clusterIP": s.Spec.ClusterIP, "spec.type": string(s.Spec.Type)}
