@@ -126,6 +126,11 @@ func (s *Server) deleteObject(ctx context.Context, sv *served, namespace, name s
 			return nil, err
 		}
 		attrs := &admission.Attributes{Operation: "DELETE", Resource: sv.GVR, Namespace: namespace, Name: name, OldObject: cur, User: auth.UserFrom(ctx), DryRun: dry}
+		// Both phases, as upstream's delete (mutating webhooks may refuse
+		// a delete; the built-in mutating plugins pass it by).
+		if err := s.admission.Admit(ctx, attrs); err != nil {
+			return nil, err
+		}
 		if err := s.admission.Validate(ctx, attrs); err != nil {
 			return nil, err
 		}

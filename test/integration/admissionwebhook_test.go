@@ -254,6 +254,10 @@ func TestAdmissionWebhook(t *testing.T) {
 				MatchConditions:         []admissionregistrationv1.MatchCondition{{Name: "not-skipped", Expression: "object.metadata.name != 'skip-me'"}},
 				SideEffects:             none,
 				AdmissionReviewVersions: []string{"v1beta1"},
+			}, {
+				// Mutating webhooks are called for deletes too.
+				Name: "deny-delete.kelp.test", ClientConfig: webhookClientConfig(ws.url+"/deny", ws.caBundle), Rules: configMapRule("DELETE"),
+				ObjectSelector: labelSelector("test", "deny-delete"), SideEffects: none, AdmissionReviewVersions: []string{"v1"},
 			}},
 		}
 		if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, mwc, metav1.CreateOptions{}); err != nil {
@@ -279,6 +283,15 @@ func TestAdmissionWebhook(t *testing.T) {
 		out, err = cs.CoreV1().ConfigMaps("wh-off").Create(ctx, skip, metav1.CreateOptions{})
 		if err != nil || out.Labels["mutated"] != "" {
 			t.Errorf("matchCondition false: %v %v", out.Labels, err)
+		}
+		// A delete goes through the mutating phase.
+		kept := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kept", Namespace: "wh-off", Labels: map[string]string{"test": "deny-delete"}}}
+		if _, err := cs.CoreV1().ConfigMaps("wh-off").Create(ctx, kept, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		err = cs.CoreV1().ConfigMaps("wh-off").Delete(ctx, "kept", metav1.DeleteOptions{})
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `admission webhook "deny-delete.kelp.test" denied the request`) {
+			t.Errorf("delete refused by a mutating webhook: %v", err)
 		}
 		// A dry run is sent to a webhook without side effects, and
 		// stores nothing.
