@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,13 +64,17 @@ func (s *Server) servedVersions(gr schema.GroupResource) map[schema.GroupVersion
 
 // headerWarnings is the request's warning recorder (k8s.io/apiserver's
 // warning.Recorder): what admission webhooks warn of goes out in Warning
-// headers, as upstream's, each text once.
+// headers, as upstream's, each text once. Validating webhooks run in
+// parallel, so it is locked.
 type headerWarnings struct {
 	w    http.ResponseWriter
+	mu   sync.Mutex
 	seen map[string]bool
 }
 
 func (h *headerWarnings) AddWarning(_, text string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if text == "" || h.seen[text] {
 		return
 	}

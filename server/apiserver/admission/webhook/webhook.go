@@ -23,6 +23,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -167,7 +168,7 @@ func (w *Webhooks) attributes(a *admission.Attributes) (apiadmission.Attributes,
 	if obj != nil {
 		k, err := w.objects.kindOf(obj, a.Resource.Group)
 		if err != nil {
-			return nil, err
+			return nil, apierrors.NewInternalError(fmt.Errorf("admission webhooks: %w", err))
 		}
 		kind = k
 	}
