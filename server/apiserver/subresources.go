@@ -37,7 +37,7 @@ func (s *Server) serveSubresource(w http.ResponseWriter, r *http.Request, info r
 		return
 	}
 	switch found.kind {
-	case statusSubresource:
+	case statusSubresource, registry.StatusLikeSubresource:
 		switch verb {
 		case "get":
 			s.get(w, r, info, sv)

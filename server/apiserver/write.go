@@ -103,6 +103,9 @@ func (s *Server) createObject(ctx context.Context, sv *served, namespace string,
 	if sv.PrepareForCreate != nil {
 		sv.PrepareForCreate(obj)
 	}
+	if sv.CreatedBy != nil {
+		sv.CreatedBy(obj, auth.UserFrom(ctx))
+	}
 	if wo := writeOptionsFrom(ctx); wo.manager != "" && !wo.applied {
 		obj = s.fields.Update(sv.GVK(), "", nil, obj, wo.manager)
 	}
@@ -194,7 +197,11 @@ func (s *Server) updateObject(ctx context.Context, sv *served, info requestInfo,
 		var errs field.ErrorList
 		switch path {
 		case statusPath:
-			errs = sv.ValidateStatusUpdate(obj, cur)
+			validate := sv.ValidateStatusUpdate
+			if sub, ok := sv.subresource(subresource); ok && sub.Kind == registry.StatusLikeSubresource {
+				validate = sub.ValidateUpdate
+			}
+			errs = validate(obj, cur)
 		case bindingPath:
 			// The Binding was validated, and the strategy's Bind made the
 			// one spec change it allows.
@@ -245,6 +252,8 @@ func writePathOf(sv *served, subresource string) writePath {
 	}
 	if sub, ok := sv.subresource(subresource); ok {
 		switch sub.Kind {
+		case registry.StatusLikeSubresource:
+			return statusPath
 		case registry.SpecSubresource:
 			return specPath
 		case registry.BindingSubresource:
@@ -285,6 +294,13 @@ func (s *Server) prepareUpdate(sv *served, info requestInfo, path writePath, obj
 	switch path {
 	case statusPath:
 		registry.CopySpec(obj, cur)
+		prepare := sv.PrepareForStatusUpdate
+		if sub, ok := sv.subresource(info.Subresource); ok && sub.Kind == registry.StatusLikeSubresource {
+			prepare = sub.Prepare
+		}
+		if prepare != nil {
+			prepare(obj, cur)
+		}
 	case bindingPath:
 		// The strategy's Bind changed what a binding may change.
 	case specPath:

@@ -23,6 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/kelp-project/kelp/server/apiserver/auth"
 )
 
 // Resource is one served resource: its names, scope, Go types, storage
@@ -108,6 +110,12 @@ type Strategy struct {
 	// values the server allocated are carried over when a client omits
 	// them.
 	PrepareForUpdate func(obj, old runtime.Object)
+	// PrepareForStatusUpdate runs on writes to /status, once the spec is
+	// taken from old (a CSR keeps its approval conditions).
+	PrepareForStatusUpdate func(obj, old runtime.Object)
+	// CreatedBy records the requesting user on a new object, after
+	// PrepareForCreate (a CSR's spec.username, uid, groups, extra).
+	CreatedBy func(obj runtime.Object, u *auth.User)
 	// BeforeStore makes server-owned changes after validation.
 	BeforeStore func(obj runtime.Object)
 	// Allocator claims and releases values outside the object (Service
@@ -170,6 +178,10 @@ const (
 	// ServiceProxySubresource is proxied by the API server to one of the
 	// service's ready endpoints (services/proxy), as PodProxySubresource.
 	ServiceProxySubresource
+	// StatusLikeSubresource reads as the object and is written as /status
+	// is, with the subresource's own Prepare and ValidateUpdate
+	// (certificatesigningrequests/approval: only the conditions change).
+	StatusLikeSubresource
 )
 
 // Subresource is one subresource of a kind, as discovery lists it.
@@ -180,6 +192,10 @@ type Subresource struct {
 	// and Version mean the parent's.
 	GVK  schema.GroupVersionKind
 	Kind SubresourceKind
+	// Prepare and ValidateUpdate are a StatusLikeSubresource's
+	// PrepareForStatusUpdate and ValidateStatusUpdate.
+	Prepare        func(obj, old runtime.Object)
+	ValidateUpdate func(obj, old runtime.Object) field.ErrorList
 }
 
 // GroupResource names the resource for errors.

@@ -37,11 +37,13 @@ func All(opts Options) []*Resource {
 		// authentication.k8s.io/v1 and authorization.k8s.io/v1: reviews.
 		tokenReviews(), selfSubjectReviews(), selfSubjectAccessReviews(), selfSubjectRulesReviews(), subjectAccessReviews(), localSubjectAccessReviews(),
 		// storage.k8s.io/v1
-		storageClasses(),
+		storageClasses(), volumeAttachments(), csiNodes(), csiDrivers(), csiStorageCapacities(), volumeAttributesClasses(),
 		// apiextensions.k8s.io/v1
 		customResourceDefinitions(),
 		// admissionregistration.k8s.io/v1
 		mutatingWebhookConfigurations(), validatingWebhookConfigurations(),
+		// certificates.k8s.io/v1
+		certificateSigningRequests(),
 	}
 }
 
