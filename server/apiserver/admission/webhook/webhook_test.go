@@ -291,3 +291,34 @@ func TestFailurePolicyAndDenial(t *testing.T) {
 		t.Errorf("a webhook configuration was sent to a webhook: %v", err)
 	}
 }
+
+// reinvocationPolicy IfNeeded: a webhook called before another one changed
+// the object is called once more; one with Never is not.
+func TestReinvocation(t *testing.T) {
+	h := newHookServer(t)
+	fail, equiv := admissionregistrationv1.Fail, admissionregistrationv1.Equivalent
+	ifNeeded, never := admissionregistrationv1.IfNeededReinvocationPolicy, admissionregistrationv1.NeverReinvocationPolicy
+	none := admissionregistrationv1.SideEffectClassNone
+	hook := func(name, path string, policy *admissionregistrationv1.ReinvocationPolicyType) admissionregistrationv1.MutatingWebhook {
+		return admissionregistrationv1.MutatingWebhook{Name: name, ClientConfig: h.clientConfig(path),
+			Rules:         rule([]admissionregistrationv1.OperationType{"CREATE"}, []string{""}, []string{"v1"}, []string{"configmaps"}, "*"),
+			FailurePolicy: &fail, MatchPolicy: &equiv, ReinvocationPolicy: policy, SideEffects: &none,
+			NamespaceSelector: &metav1.LabelSelector{}, ObjectSelector: &metav1.LabelSelector{}, AdmissionReviewVersions: []string{"v1"}}
+	}
+	// Configurations are called in name order, webhooks in list order.
+	w := startWebhooks(t,
+		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "a"},
+			Webhooks: []admissionregistrationv1.MutatingWebhook{hook("again.test.io", "/again", &ifNeeded), hook("once.test.io", "/once", &never)}},
+		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "b"},
+			Webhooks: []admissionregistrationv1.MutatingWebhook{hook("patch.test.io", "/patch", &never)}})
+	a := configMapAttrs("CREATE")
+	if err := w.Admit(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	if a.Object.(*corev1.ConfigMap).Labels["patched"] != "yes" {
+		t.Errorf("not patched: %v", a.Object)
+	}
+	if again, once, patch := h.count("/again"), h.count("/once"), h.count("/patch"); again != 2 || once != 1 || patch != 1 {
+		t.Errorf("calls: IfNeeded %d (want 2), Never %d (want 1), patching %d (want 1)", again, once, patch)
+	}
+}
