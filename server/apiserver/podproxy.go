@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/util/proxy"
 )
 
 // proxyToPod serves pods/proxy as upstream's ProxyREST: the API server
@@ -62,33 +62,37 @@ func (s *Server) proxyToPod(w http.ResponseWriter, r *http.Request, info request
 }
 
 // proxyTo passes the request on to target (scheme and host), with the
-// path that follows marker (.../<resource>/<name>/proxy) in the request's.
+// path that follows marker (.../<resource>/<name>/proxy) in the request's,
+// through upstream's UpgradeAwareHandler as kube-apiserver's proxy
+// subresources: links in an HTML answer are rewritten to come back
+// through the proxy, .../proxy is redirected to .../proxy/, upgrades
+// (WebSockets) pass through.
 func (s *Server) proxyTo(w http.ResponseWriter, r *http.Request, target *url.URL, marker string) {
 	rest := ""
 	if i := strings.Index(r.URL.Path, marker); i >= 0 {
 		rest = r.URL.Path[i+len(marker):]
 	}
-	if rest == "" {
-		rest = "/"
+	location := &url.URL{Scheme: target.Scheme, Host: target.Host, Path: rest, RawQuery: r.URL.RawQuery}
+	// The client's credentials are for the API server, not the backend.
+	out := r.Clone(r.Context())
+	for _, h := range []string{"Authorization", "Impersonate-User", "Impersonate-Group", "Impersonate-Uid"} {
+		out.Header.Del(h)
 	}
-	target = &url.URL{Scheme: target.Scheme, Host: target.Host, Path: rest, RawQuery: r.URL.RawQuery}
-	proxy := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL = target
-			pr.Out.Host = target.Host
-			// The client's credentials are for the API server, not the
-			// backend.
-			pr.Out.Header.Del("Authorization")
-			pr.Out.Header.Del("Impersonate-User")
-			pr.Out.Header.Del("Impersonate-Group")
-		},
-		Transport: s.podTransport(),
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			s.writeError(w, r, apierrors.NewServiceUnavailable(fmt.Sprintf("error trying to reach service: %v", err)))
-		},
-		FlushInterval: -1,
+	for h := range out.Header {
+		if strings.HasPrefix(h, "Impersonate-Extra-") {
+			out.Header.Del(h)
+		}
 	}
-	proxy.ServeHTTP(w, r)
+	handler := proxy.NewUpgradeAwareHandler(location, s.podTransport(), true, false, proxyResponder{s})
+	handler.ServeHTTP(w, out)
+}
+
+// proxyResponder answers a backend that cannot be reached as upstream's
+// proxy subresources do: 503.
+type proxyResponder struct{ s *Server }
+
+func (p proxyResponder) Error(w http.ResponseWriter, r *http.Request, err error) {
+	p.s.writeError(w, r, apierrors.NewServiceUnavailable(fmt.Sprintf("error trying to reach service: %v", err)))
 }
 
 func (s *Server) podTransport() http.RoundTripper {

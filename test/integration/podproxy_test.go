@@ -22,6 +22,11 @@ func TestPodProxy(t *testing.T) {
 	cs := s.client()
 	ctx := ctxT(t)
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/page.html" {
+			w.Header().Set("Content-Type", "text/html")
+			fmt.Fprint(w, `<html><body><a href="/rewriteme">test</a></body></html>`)
+			return
+		}
 		fmt.Fprintf(w, "%s %s?%s auth=%q", r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Get("Authorization"))
 	}))
 	defer backend.Close()
@@ -60,6 +65,13 @@ func TestPodProxy(t *testing.T) {
 	out := s.mustKubectl("get", "--raw", "/api/v1/namespaces/default/pods/web/proxy/a/b")
 	if !strings.HasPrefix(out, "GET /a/b?") {
 		t.Errorf("kubectl get --raw: %q", out)
+	}
+	// An HTML page's links are rewritten to come back through the proxy,
+	// as upstream's (the conformance spec reads one).
+	page, err := cs.CoreV1().RESTClient().Get().Namespace("default").Resource("pods").SubResource("proxy").Name("web").
+		Suffix("page.html").Do(ctx).Raw()
+	if want := `<a href="/api/v1/namespaces/default/pods/web/proxy/rewriteme">test</a>`; err != nil || !strings.Contains(string(page), want) {
+		t.Errorf("an HTML page through the proxy: %q, %v; want %s", page, err, want)
 	}
 }
 
