@@ -81,4 +81,12 @@ func CSIDriver(d *storagev1.CSIDriver) {
 	if spec.RequiresRepublish == nil {
 		spec.RequiresRepublish = ptr.To(false)
 	}
+	// SELinuxMountReadWriteOncePod (GA) and VolumeLimitScaling (beta, on
+	// in 1.37) default these two as well.
+	if spec.SELinuxMount == nil {
+		spec.SELinuxMount = ptr.To(false)
+	}
+	if spec.PreventPodSchedulingIfMissing == nil {
+		spec.PreventPodSchedulingIfMissing = ptr.To(false)
+	}
 }

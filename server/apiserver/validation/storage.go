@@ -186,21 +186,7 @@ func StorageClass(sc *storagev1.StorageClass) field.ErrorList {
 	} else {
 		allErrs = append(allErrs, validateQualifiedName(strings.ToLower(sc.Provisioner), pp)...)
 	}
-	paramsPath := field.NewPath("parameters")
-	if len(sc.Parameters) > maxProvisionerParameterCount {
-		allErrs = append(allErrs, field.TooLong(paramsPath, "", maxProvisionerParameterCount))
-	} else {
-		size := 0
-		for k, v := range sc.Parameters {
-			if k == "" {
-				allErrs = append(allErrs, field.Invalid(paramsPath, k, "field can not be empty."))
-			}
-			size += len(k) + len(v)
-		}
-		if size > maxProvisionerParameterSize {
-			allErrs = append(allErrs, field.TooLong(paramsPath, "", maxProvisionerParameterSize))
-		}
-	}
+	allErrs = append(allErrs, validateProvisionerParameters(sc.Parameters, true, field.NewPath("parameters"))...)
 	if rp := sc.ReclaimPolicy; rp != nil && *rp != corev1.PersistentVolumeReclaimDelete && *rp != corev1.PersistentVolumeReclaimRetain {
 		allErrs = append(allErrs, field.NotSupported(field.NewPath("reclaimPolicy"), *rp,
 			[]corev1.PersistentVolumeReclaimPolicy{corev1.PersistentVolumeReclaimDelete, corev1.PersistentVolumeReclaimRetain}))
