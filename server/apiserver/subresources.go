@@ -28,7 +28,9 @@ func (s *Server) serveSubresource(w http.ResponseWriter, r *http.Request, info r
 		return
 	}
 	verb := info.Verb
-	allowed := false
+	// A proxy passes every method on (upstream's ConnectMethods: HEAD and
+	// OPTIONS too).
+	allowed := found.kind == registry.PodProxySubresource || found.kind == registry.ServiceProxySubresource
 	for _, v := range found.verbs {
 		allowed = allowed || v == verb
 	}

@@ -121,7 +121,8 @@ func TestServiceProxy(t *testing.T) {
 	if _, err := cs.CoreV1().Endpoints("default").Create(ctx, eps, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct{ method, name string }{{"GET", "web:http"}, {"GET", "web:80"}, {"GET", "http:web:http"}, {"POST", "web:http"}, {"DELETE", "web:80"}} {
+	for _, tc := range []struct{ method, name string }{{"GET", "web:http"}, {"GET", "web:80"}, {"GET", "http:web:http"}, {"POST", "web:http"}, {"DELETE", "web:80"},
+		{"OPTIONS", "web:http"}, {"PUT", "web:http"}, {"PATCH", "web:http"}} {
 		body, err := call(tc.method, tc.name, "data.json")
 		if want := tc.method + ` /data.json?q=1 auth=""`; err != nil || body != want {
 			t.Errorf("%s %s: %q, %v; want %q", tc.method, tc.name, body, err, want)
