@@ -1,41 +1,27 @@
 package apiserver
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"net/http"
-	"net/url"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 )
 
-// proxyToService serves services/proxy as upstream's service
-// ResourceLocation: the name may carry a scheme and a port,
-// [http:|https:]name[:port], the port a service port's name or number
-// (none: the unnamed port); the request goes to a ready address, picked
-// at random, of the service's Endpoints that has that port, with the
-// path that follows /proxy. The API server reaches pod IPs itself, as it
-// does for pods/proxy.
-func (s *Server) proxyToService(w http.ResponseWriter, r *http.Request, info requestInfo, sv *served) {
-	scheme, name, port, ok := utilnet.SplitSchemeNamePort(info.Name)
-	if !ok {
-		s.writeError(w, r, apierrors.NewBadRequest(fmt.Sprintf("invalid request %q", info.Name)))
-		return
-	}
-	obj, err := sv.store.Get(r.Context(), sv.store.Key(info.Namespace, name))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
+// serviceHost locates services/proxy as upstream's service
+// ResourceLocation: the port is a service port's name or number (none:
+// the unnamed port), and the request goes to a ready address, picked at
+// random, of the service's Endpoints that has that port. The API server
+// reaches pod IPs itself, as it does for pods/proxy.
+func (s *Server) serviceHost(ctx context.Context, obj runtime.Object, namespace, port string) (string, error) {
 	svc, ok := obj.(*corev1.Service)
 	if !ok {
-		s.writeError(w, r, apierrors.NewInternalError(fmt.Errorf("%T is not a service", obj)))
-		return
+		return "", apierrors.NewInternalError(fmt.Errorf("%T is not a service", obj))
 	}
 	// A port number names the service port with that number.
 	if n, err := strconv.Atoi(port); err == nil {
@@ -47,33 +33,30 @@ func (s *Server) proxyToService(w http.ResponseWriter, r *http.Request, info req
 			}
 		}
 		if !found {
-			s.writeError(w, r, apierrors.NewServiceUnavailable(fmt.Sprintf("no service port %d found for service %q", n, name)))
-			return
+			return "", apierrors.NewServiceUnavailable(fmt.Sprintf("no service port %d found for service %q", n, svc.Name))
 		}
 	}
 	endpoints := s.live().resources[schema.GroupVersionResource{Version: "v1", Resource: "endpoints"}]
 	if endpoints == nil {
-		s.writeError(w, r, apierrors.NewServiceUnavailable("endpoints are not served"))
-		return
+		return "", apierrors.NewServiceUnavailable("endpoints are not served")
 	}
-	eobj, err := endpoints.store.Get(r.Context(), endpoints.store.Key(info.Namespace, name))
+	noEndpoints := apierrors.NewServiceUnavailable(fmt.Sprintf("no endpoints available for service %q", svc.Name))
+	eobj, err := endpoints.store.Get(ctx, endpoints.store.Key(namespace, svc.Name))
 	if apierrors.IsNotFound(err) {
-		s.writeError(w, r, apierrors.NewServiceUnavailable(fmt.Sprintf("no endpoints available for service %q", name)))
-		return
+		return "", noEndpoints
 	}
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return "", err
 	}
-	host := endpointFor(eobj.(*corev1.Endpoints), port)
+	eps, ok := eobj.(*corev1.Endpoints)
+	if !ok {
+		return "", apierrors.NewInternalError(fmt.Errorf("%T is not an Endpoints", eobj))
+	}
+	host := endpointFor(eps, port)
 	if host == "" {
-		s.writeError(w, r, apierrors.NewServiceUnavailable(fmt.Sprintf("no endpoints available for service %q", info.Name)))
-		return
+		return "", noEndpoints
 	}
-	if scheme == "" {
-		scheme = "http"
-	}
-	s.proxyTo(w, r, &url.URL{Scheme: scheme, Host: host}, "/services/"+info.Name+"/proxy")
+	return host, nil
 }
 
 // endpointFor is host:port of a ready address, picked at random, of a

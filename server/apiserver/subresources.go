@@ -57,9 +57,9 @@ func (s *Server) serveSubresource(w http.ResponseWriter, r *http.Request, info r
 	case registry.KubeletSubresource:
 		s.proxyToKubelet(w, r, info, sv)
 	case registry.PodProxySubresource:
-		s.proxyToPod(w, r, info, sv)
+		s.serveProxy(w, r, info, sv, podHost)
 	case registry.ServiceProxySubresource:
-		s.proxyToService(w, r, info, sv)
+		s.serveProxy(w, r, info, sv, s.serviceHost)
 	case registry.TokenSubresource:
 		s.createToken(w, r, info)
 	case registry.EvictionSubresource:
