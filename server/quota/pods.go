@@ -17,6 +17,7 @@ import (
 	quota "k8s.io/apiserver/pkg/quota/v1"
 	"k8s.io/apiserver/pkg/quota/v1/generic"
 	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/kubectl/pkg/util/qos"
 	"k8s.io/utils/clock"
 )
 
@@ -301,31 +302,10 @@ func PodUsage(obj runtime.Object, clk clock.Clock) (corev1.ResourceList, error) 
 	return quota.Add(result, podComputeUsageHelper(requests, limits)), nil
 }
 
-// isBestEffort: the pod's QoS class (its status's, else computed) is
-// BestEffort: no cpu or memory request or limit anywhere.
+// isBestEffort: the pod's QoS class (its status's, else computed as
+// upstream does) is BestEffort.
 func isBestEffort(pod *corev1.Pod) bool {
-	if pod.Status.QOSClass != "" {
-		return pod.Status.QOSClass == corev1.PodQOSBestEffort
-	}
-	positive := func(l corev1.ResourceList) bool {
-		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-			if q, ok := l[name]; ok && q.Sign() > 0 {
-				return true
-			}
-		}
-		return false
-	}
-	if pod.Spec.Resources != nil && (positive(pod.Spec.Resources.Requests) || positive(pod.Spec.Resources.Limits)) {
-		return false
-	}
-	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for _, c := range cs {
-			if positive(c.Resources.Requests) || positive(c.Resources.Limits) {
-				return false
-			}
-		}
-	}
-	return true
+	return qos.GetPodQOS(pod) == corev1.PodQOSBestEffort
 }
 
 // IsTerminating: the pod has an activeDeadlineSeconds.
