@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/admission"
 	quota "k8s.io/apiserver/pkg/quota/v1"
@@ -32,13 +31,11 @@ const storageClassSuffix = ".storageclass.storage.k8s.io/"
 // v1.37).
 func NewPersistentVolumeClaimEvaluator(f quota.ListerForResourceFunc) quota.Evaluator {
 	e := &pvcEvaluator{}
-	if f != nil {
-		e.list = generic.ListResourceUsingListerFunc(f, pvcsGVR)
-	}
+	e.evaluator = newEvaluator(f, pvcsGVR, pvcMatchesScopeFunc, e.MatchingResources, e.Usage)
 	return e
 }
 
-type pvcEvaluator struct{ list generic.ListFuncByNamespace }
+type pvcEvaluator struct{ evaluator }
 
 func toClaim(obj runtime.Object) (*corev1.PersistentVolumeClaim, error) {
 	pvc, ok := obj.(*corev1.PersistentVolumeClaim)
@@ -47,10 +44,6 @@ func toClaim(obj runtime.Object) (*corev1.PersistentVolumeClaim, error) {
 	}
 	return pvc, nil
 }
-
-func (p *pvcEvaluator) Constraints([]corev1.ResourceName, runtime.Object) error { return nil }
-
-func (p *pvcEvaluator) GroupResource() schema.GroupResource { return pvcsGVR.GroupResource() }
 
 // Handles creates and updates (a claim can grow), and status updates that
 // change what is allocated or the attributes class.
@@ -69,18 +62,6 @@ func (p *pvcEvaluator) Handles(a admission.Attributes) bool {
 	default:
 		return false
 	}
-}
-
-func (p *pvcEvaluator) Matches(rq *corev1.ResourceQuota, item runtime.Object) (bool, error) {
-	return generic.Matches(rq, item, p.MatchingResources, pvcMatchesScopeFunc)
-}
-
-func (p *pvcEvaluator) MatchingScopes(item runtime.Object, selectors []corev1.ScopedResourceSelectorRequirement) ([]corev1.ScopedResourceSelectorRequirement, error) {
-	return matchingScopes(pvcMatchesScopeFunc, item, selectors)
-}
-
-func (p *pvcEvaluator) UncoveredQuotaScopes(limited, matched []corev1.ScopedResourceSelectorRequirement) ([]corev1.ScopedResourceSelectorRequirement, error) {
-	return uncoveredScopes(limited, matched), nil
 }
 
 func (p *pvcEvaluator) MatchingResources(items []corev1.ResourceName) []corev1.ResourceName {
@@ -138,13 +119,6 @@ func claimStorage(pvc *corev1.PersistentVolumeClaim) *resource.Quantity {
 		result = roundUp(allocated)
 	}
 	return result
-}
-
-func (p *pvcEvaluator) UsageStats(options quota.UsageStatsOptions) (quota.UsageStats, error) {
-	if p.list == nil {
-		return quota.UsageStats{}, fmt.Errorf("persistentvolumeclaim evaluator: no lister")
-	}
-	return generic.CalculateUsageStats(options, p.list, pvcMatchesScopeFunc, p.Usage)
 }
 
 // RequiresQuotaReplenish: a claim's allocated storage or its attributes

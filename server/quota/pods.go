@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apiserver/pkg/admission"
@@ -87,14 +86,12 @@ var validationSet = sets.NewString(
 // NewPodEvaluator returns upstream's pod evaluator.
 func NewPodEvaluator(f quota.ListerForResourceFunc, clk clock.Clock) quota.Evaluator {
 	e := &podEvaluator{clock: clk}
-	if f != nil {
-		e.list = generic.ListResourceUsingListerFunc(f, podsGVR)
-	}
+	e.evaluator = newEvaluator(f, podsGVR, podMatchesScopeFunc, e.MatchingResources, e.Usage)
 	return e
 }
 
 type podEvaluator struct {
-	list  generic.ListFuncByNamespace
+	evaluator
 	clock clock.Clock
 }
 
@@ -138,8 +135,6 @@ func (p *podEvaluator) Constraints(required []corev1.ResourceName, item runtime.
 	return fmt.Errorf("must specify %s", strings.Join(msgs, "; "))
 }
 
-func (p *podEvaluator) GroupResource() schema.GroupResource { return podsGVR.GroupResource() }
-
 // Handles: creates, updates that change the Terminating scope, and
 // resizes.
 func (p *podEvaluator) Handles(a admission.Attributes) bool {
@@ -164,10 +159,6 @@ func (p *podEvaluator) Handles(a admission.Attributes) bool {
 	}
 }
 
-func (p *podEvaluator) Matches(rq *corev1.ResourceQuota, item runtime.Object) (bool, error) {
-	return generic.Matches(rq, item, p.MatchingResources, podMatchesScopeFunc)
-}
-
 func (p *podEvaluator) MatchingResources(input []corev1.ResourceName) []corev1.ResourceName {
 	result := quota.Intersection(input, podResources)
 	for _, name := range input {
@@ -181,23 +172,8 @@ func (p *podEvaluator) MatchingResources(input []corev1.ResourceName) []corev1.R
 	return result
 }
 
-func (p *podEvaluator) MatchingScopes(item runtime.Object, selectors []corev1.ScopedResourceSelectorRequirement) ([]corev1.ScopedResourceSelectorRequirement, error) {
-	return matchingScopes(podMatchesScopeFunc, item, selectors)
-}
-
-func (p *podEvaluator) UncoveredQuotaScopes(limited, matched []corev1.ScopedResourceSelectorRequirement) ([]corev1.ScopedResourceSelectorRequirement, error) {
-	return uncoveredScopes(limited, matched), nil
-}
-
 func (p *podEvaluator) Usage(item runtime.Object) (corev1.ResourceList, error) {
 	return PodUsage(item, p.clock)
-}
-
-func (p *podEvaluator) UsageStats(options quota.UsageStatsOptions) (quota.UsageStats, error) {
-	if p.list == nil {
-		return quota.UsageStats{}, fmt.Errorf("pod evaluator: no lister")
-	}
-	return generic.CalculateUsageStats(options, p.list, podMatchesScopeFunc, p.Usage)
 }
 
 func enforcePodContainerConstraints(c *corev1.Container, requiredSet sets.String, missing map[string]sets.String) {

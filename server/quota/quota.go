@@ -64,6 +64,77 @@ var IgnoredResources = map[schema.GroupResource]struct{}{
 	{Group: "events.k8s.io", Resource: "events"}:                           {},
 }
 
+// evaluator is the skeleton upstream's core evaluators share: one
+// resource, its objects listed through the controller's listers (nil in
+// admission, which measures single objects), scopes matched by
+// matchesScope; each kind adds Handles, MatchingResources and Usage (and
+// the pod evaluator Constraints).
+type evaluator struct {
+	gvr          schema.GroupVersionResource
+	list         generic.ListFuncByNamespace
+	matchesScope generic.MatchesScopeFunc
+	// matchingResources and usage are the kind's own methods.
+	matchingResources func([]corev1.ResourceName) []corev1.ResourceName
+	usage             func(runtime.Object) (corev1.ResourceList, error)
+}
+
+func newEvaluator(f quota.ListerForResourceFunc, gvr schema.GroupVersionResource, matchesScope generic.MatchesScopeFunc,
+	matchingResources func([]corev1.ResourceName) []corev1.ResourceName, usage func(runtime.Object) (corev1.ResourceList, error)) evaluator {
+	e := evaluator{gvr: gvr, matchesScope: matchesScope, matchingResources: matchingResources, usage: usage}
+	if f != nil {
+		e.list = generic.ListResourceUsingListerFunc(f, gvr)
+	}
+	return e
+}
+
+func (e *evaluator) Constraints([]corev1.ResourceName, runtime.Object) error { return nil }
+
+func (e *evaluator) GroupResource() schema.GroupResource { return e.gvr.GroupResource() }
+
+func (e *evaluator) Matches(rq *corev1.ResourceQuota, item runtime.Object) (bool, error) {
+	return generic.Matches(rq, item, e.matchingResources, e.matchesScope)
+}
+
+// MatchingScopes: the selectors that match item.
+func (e *evaluator) MatchingScopes(item runtime.Object, selectors []corev1.ScopedResourceSelectorRequirement) ([]corev1.ScopedResourceSelectorRequirement, error) {
+	out := []corev1.ScopedResourceSelectorRequirement{}
+	for _, selector := range selectors {
+		ok, err := e.matchesScope(selector, item)
+		if err != nil {
+			return []corev1.ScopedResourceSelectorRequirement{}, fmt.Errorf("error on matching scope %v: %w", selector, err)
+		}
+		if ok {
+			out = append(out, selector)
+		}
+	}
+	return out, nil
+}
+
+// UncoveredQuotaScopes: the limited scopes no matched quota scope names.
+func (e *evaluator) UncoveredQuotaScopes(limited, matched []corev1.ScopedResourceSelectorRequirement) ([]corev1.ScopedResourceSelectorRequirement, error) {
+	out := []corev1.ScopedResourceSelectorRequirement{}
+	for _, selector := range limited {
+		covered := false
+		for _, m := range matched {
+			if m.ScopeName == selector.ScopeName {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			out = append(out, selector)
+		}
+	}
+	return out, nil
+}
+
+func (e *evaluator) UsageStats(options quota.UsageStatsOptions) (quota.UsageStats, error) {
+	if e.list == nil {
+		return quota.UsageStats{}, fmt.Errorf("%s evaluator: no lister", e.gvr.Resource)
+	}
+	return generic.CalculateUsageStats(options, e.list, e.matchesScope, e.usage)
+}
+
 // scopedSelector is upstream's ScopedResourceSelectorRequirementsAsSelector:
 // one scope requirement as a label selector over {scopeName: value}.
 func scopedSelector(ssr corev1.ScopedResourceSelectorRequirement) (labels.Selector, error) {
@@ -85,38 +156,4 @@ func scopedSelector(ssr corev1.ScopedResourceSelectorRequirement) (labels.Select
 		return nil, err
 	}
 	return labels.NewSelector().Add(*r), nil
-}
-
-// uncoveredScopes is what the pod and claim evaluators' UncoveredQuotaScopes
-// share: the limited scopes no matched quota scope names.
-func uncoveredScopes(limited, matched []corev1.ScopedResourceSelectorRequirement) []corev1.ScopedResourceSelectorRequirement {
-	out := []corev1.ScopedResourceSelectorRequirement{}
-	for _, selector := range limited {
-		covered := false
-		for _, m := range matched {
-			if m.ScopeName == selector.ScopeName {
-				covered = true
-				break
-			}
-		}
-		if !covered {
-			out = append(out, selector)
-		}
-	}
-	return out
-}
-
-// matchingScopes is the evaluators' MatchingScopes over a scope function.
-func matchingScopes(match generic.MatchesScopeFunc, item runtime.Object, selectors []corev1.ScopedResourceSelectorRequirement) ([]corev1.ScopedResourceSelectorRequirement, error) {
-	out := []corev1.ScopedResourceSelectorRequirement{}
-	for _, selector := range selectors {
-		ok, err := match(selector, item)
-		if err != nil {
-			return []corev1.ScopedResourceSelectorRequirement{}, fmt.Errorf("error on matching scope %v: %w", selector, err)
-		}
-		if ok {
-			out = append(out, selector)
-		}
-	}
-	return out, nil
 }

@@ -6,7 +6,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	quota "k8s.io/apiserver/pkg/quota/v1"
 	"k8s.io/apiserver/pkg/quota/v1/generic"
@@ -26,17 +25,13 @@ var serviceResources = []corev1.ResourceName{
 // NewServiceEvaluator returns upstream's service evaluator.
 func NewServiceEvaluator(f quota.ListerForResourceFunc) quota.Evaluator {
 	e := &serviceEvaluator{}
-	if f != nil {
-		e.list = generic.ListResourceUsingListerFunc(f, servicesGVR)
-	}
+	// No scope applies to a service, so none matches and none is left
+	// uncovered.
+	e.evaluator = newEvaluator(f, servicesGVR, generic.MatchesNoScopeFunc, e.MatchingResources, e.Usage)
 	return e
 }
 
-type serviceEvaluator struct{ list generic.ListFuncByNamespace }
-
-func (p *serviceEvaluator) Constraints([]corev1.ResourceName, runtime.Object) error { return nil }
-
-func (p *serviceEvaluator) GroupResource() schema.GroupResource { return servicesGVR.GroupResource() }
+type serviceEvaluator struct{ evaluator }
 
 // Handles creates and updates: a service's type can change.
 func (p *serviceEvaluator) Handles(a admission.Attributes) bool {
@@ -46,20 +41,8 @@ func (p *serviceEvaluator) Handles(a admission.Attributes) bool {
 	return a.GetOperation() == admission.Create || a.GetOperation() == admission.Update
 }
 
-func (p *serviceEvaluator) Matches(rq *corev1.ResourceQuota, item runtime.Object) (bool, error) {
-	return generic.Matches(rq, item, p.MatchingResources, generic.MatchesNoScopeFunc)
-}
-
 func (p *serviceEvaluator) MatchingResources(input []corev1.ResourceName) []corev1.ResourceName {
 	return quota.Intersection(input, serviceResources)
-}
-
-func (p *serviceEvaluator) MatchingScopes(runtime.Object, []corev1.ScopedResourceSelectorRequirement) ([]corev1.ScopedResourceSelectorRequirement, error) {
-	return []corev1.ScopedResourceSelectorRequirement{}, nil
-}
-
-func (p *serviceEvaluator) UncoveredQuotaScopes(_, _ []corev1.ScopedResourceSelectorRequirement) ([]corev1.ScopedResourceSelectorRequirement, error) {
-	return []corev1.ScopedResourceSelectorRequirement{}, nil
 }
 
 func (p *serviceEvaluator) Usage(item runtime.Object) (corev1.ResourceList, error) {
@@ -92,13 +75,6 @@ func (p *serviceEvaluator) Usage(item runtime.Object) (corev1.ResourceList, erro
 		result[corev1.ResourceServicesLoadBalancers] = *resource.NewQuantity(1, resource.DecimalSI)
 	}
 	return result, nil
-}
-
-func (p *serviceEvaluator) UsageStats(options quota.UsageStatsOptions) (quota.UsageStats, error) {
-	if p.list == nil {
-		return quota.UsageStats{}, fmt.Errorf("service evaluator: no lister")
-	}
-	return generic.CalculateUsageStats(options, p.list, generic.MatchesNoScopeFunc, p.Usage)
 }
 
 // QuotaServiceType is the service type as quota sees it: NodePort,
