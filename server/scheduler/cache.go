@@ -17,18 +17,21 @@ type cache struct {
 	nodes   map[string]*nodeInfo
 	podNode map[types.UID]string // pod -> node it is accounted on
 	assumed map[types.UID]bool
-	// nominated are pending pods with status.nominatedNodeName: the room
-	// their preemption made on that node is theirs against pods of no
-	// higher priority (upstream's nominator).
-	nominated map[types.UID]*podInfo
+	// nominated are pending pods with status.nominatedNodeName, by that
+	// node: the room their preemption made there is theirs against pods
+	// of no higher priority (upstream's nominator). nominatedOn is each
+	// one's node.
+	nominated   map[string]map[types.UID]*podInfo
+	nominatedOn map[types.UID]string
 }
 
 func newCache() *cache {
 	return &cache{
-		nodes:     map[string]*nodeInfo{},
-		podNode:   map[types.UID]string{},
-		assumed:   map[types.UID]bool{},
-		nominated: map[types.UID]*podInfo{},
+		nodes:       map[string]*nodeInfo{},
+		podNode:     map[types.UID]string{},
+		assumed:     map[types.UID]bool{},
+		nominated:   map[string]map[types.UID]*podInfo{},
+		nominatedOn: map[types.UID]string{},
 	}
 }
 
@@ -97,13 +100,29 @@ func (c *cache) removePodLocked(uid types.UID) {
 func (c *cache) nominate(pod *v1.Pod, node string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.unnominateLocked(pod.UID)
 	if node == "" {
-		delete(c.nominated, pod.UID)
 		return
 	}
-	pi := newPodInfo(pod)
-	pi.nominatedNode = node
-	c.nominated[pod.UID] = pi
+	on := c.nominated[node]
+	if on == nil {
+		on = map[types.UID]*podInfo{}
+		c.nominated[node] = on
+	}
+	on[pod.UID] = newPodInfo(pod)
+	c.nominatedOn[pod.UID] = node
+}
+
+func (c *cache) unnominateLocked(uid types.UID) {
+	node, ok := c.nominatedOn[uid]
+	if !ok {
+		return
+	}
+	delete(c.nominatedOn, uid)
+	delete(c.nominated[node], uid)
+	if len(c.nominated[node]) == 0 {
+		delete(c.nominated, node)
+	}
 }
 
 // nominatedBelow drops and returns the pods nominated to node whose
@@ -112,10 +131,10 @@ func (c *cache) nominatedBelow(node string, prio int32) []*v1.Pod {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []*v1.Pod
-	for uid, pi := range c.nominated {
-		if pi.nominatedNode == node && corev1helpers.PodPriority(pi.pod) < prio {
+	for uid, pi := range c.nominated[node] {
+		if corev1helpers.PodPriority(pi.pod) < prio {
 			out = append(out, pi.pod)
-			delete(c.nominated, uid)
+			c.unnominateLocked(uid)
 		}
 	}
 	return out
@@ -125,13 +144,14 @@ func (c *cache) nominatedBelow(node string, prio int32) []*v1.Pod {
 // the node whose priority is not lower than pod's (a copy; ni itself when
 // there are none).
 func (c *cache) withNominatedLocked(ni *nodeInfo, pod *v1.Pod) *nodeInfo {
-	if len(c.nominated) == 0 {
+	on := c.nominated[ni.node.Name]
+	if len(on) == 0 {
 		return ni
 	}
 	prio := corev1helpers.PodPriority(pod)
 	var out *nodeInfo
-	for uid, pi := range c.nominated {
-		if uid == pod.UID || pi.nominatedNode != ni.node.Name || corev1helpers.PodPriority(pi.pod) < prio {
+	for uid, pi := range on {
+		if uid == pod.UID || corev1helpers.PodPriority(pi.pod) < prio {
 			continue
 		}
 		if _, placed := ni.pods[uid]; placed {
@@ -150,7 +170,7 @@ func (c *cache) withNominatedLocked(ni *nodeInfo, pod *v1.Pod) *nodeInfo {
 
 // assumeLocked records pod as placed on node before the binding is written.
 func (c *cache) assumeLocked(pi *podInfo, node string) {
-	delete(c.nominated, pi.pod.UID)
+	c.unnominateLocked(pi.pod.UID)
 	c.removePodLocked(pi.pod.UID)
 	c.nodeInfoLocked(node).addPod(pi)
 	c.podNode[pi.pod.UID] = node

@@ -80,8 +80,6 @@ type podInfo struct {
 	nonZero  resources // same, with defaults for unset cpu/memory (scoring only)
 	ports    []hostports.Port
 	ownerUID types.UID // controller owner, "" if none
-	// nominatedNode is set on the cache's record of a nominated pod.
-	nominatedNode string
 }
 
 func newPodInfo(pod *v1.Pod) *podInfo {

@@ -168,3 +168,34 @@ func TestPreemptionClearsLowerNominations(t *testing.T) {
 		return false
 	})
 }
+
+// The cache keeps nominations by node: a pod sees only those on the node
+// it looks at, a moved nomination holds only on its new node, and a
+// dropped one is gone.
+func TestNominationsByNode(t *testing.T) {
+	c := newCache()
+	c.addOrUpdateNode(makeNode("n1", "4", "8Gi"))
+	c.addOrUpdateNode(makeNode("n2", "4", "8Gi"))
+	nominee := makePod("nominee", "1", "", withPriority(10))
+	c.nominate(nominee, "n1")
+	c.nominate(nominee, "n2")
+	seen := func(node string) int {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.withNominatedLocked(c.nodes[node], makePod("other", "1", "")).pods)
+	}
+	if n1, n2 := seen("n1"), seen("n2"); n1 != 0 || n2 != 1 {
+		t.Fatalf("pods seen on n1 %d, n2 %d; want 0 and 1", n1, n2)
+	}
+	if got := c.nominatedBelow("n1", 20); len(got) != 0 {
+		t.Fatalf("nominated below on n1: %v", got)
+	}
+	if got := c.nominatedBelow("n2", 20); len(got) != 1 || seen("n2") != 0 {
+		t.Fatalf("nominated below on n2: %v, then %d seen", got, seen("n2"))
+	}
+	c.nominate(nominee, "n1")
+	c.nominate(nominee, "")
+	if seen("n1") != 0 || len(c.nominated) != 0 || len(c.nominatedOn) != 0 {
+		t.Fatalf("dropped nomination kept: %v %v", c.nominated, c.nominatedOn)
+	}
+}
