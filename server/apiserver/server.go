@@ -215,6 +215,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.compactor = &storage.Compactor{Client: cfg.Etcd, Interval: cfg.CompactionInterval, Stores: s.liveStores}
 	go s.compactor.Run(ctx)
+	go storage.RequestProgress(ctx, cfg.Etcd)
 	// kube-apiserver's --authorization-mode=Node,RBAC behind its
 	// privileged group: administrators first, then the Node authorizer for
 	// kubelets, then RBAC for everyone (nodes included).

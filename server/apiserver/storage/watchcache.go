@@ -91,7 +91,7 @@ func newWatchCache(ctx context.Context, s *Store, capacity int) (*watchCache, er
 		watchers: map[*cacheWatcher]struct{}{},
 		advanced: make(chan struct{}),
 	}
-	c.wctx = sharedStream(ctx, s.client)
+	c.wctx = sharedStream(ctx)
 	if err := c.relist(ctx); err != nil {
 		return nil, err
 	}
@@ -105,26 +105,17 @@ func newWatchCache(ctx context.Context, s *Store, capacity int) (*watchCache, er
 // own context still ends it.
 const streamKey = "kelp-watch-cache"
 
-// progressing holds the clients whose shared stream has its progress
-// requester running.
-var progressing sync.Map // *clientv3.Client → struct{}
-
-// sharedStream returns ctx put on the watch caches' shared etcd stream
-// and, the first time for a client, starts that stream's one progress
-// requester. A stream of its own per cache cost seven goroutines each
-// (the client's stream loop, the in-process gRPC adapter's pipe, etcd's
-// send and receive loops...), some 80 KiB of stacks and buffers for each
-// of the hundreds of resources a cluster with many CRDs serves. On a
-// shared stream a progress request is answered to every cache on it, so
-// the stream has one requester (a cache asking for itself, as each did
-// when it had its own stream, would make every cache answer every
-// cache's requests).
-func sharedStream(ctx context.Context, client *clientv3.Client) context.Context {
-	wctx := metadata.AppendToOutgoingContext(ctx, streamKey, "shared")
-	if _, running := progressing.LoadOrStore(client, struct{}{}); !running {
-		requestProgress(metadata.AppendToOutgoingContext(client.Ctx(), streamKey, "shared"), client)
-	}
-	return wctx
+// sharedStream puts ctx on the watch caches' shared etcd stream. A
+// stream of its own per cache cost seven goroutines each (the client's
+// stream loop, the in-process gRPC adapter's pipe, etcd's send and
+// receive loops...), some 80 KiB of stacks and buffers for each of the
+// hundreds of resources a cluster with many CRDs serves. On a shared
+// stream a progress request is answered to every cache on it, so the
+// stream has one requester, RequestProgress (a cache asking for itself,
+// as each did when it had its own stream, would make every cache answer
+// every cache's requests).
+func sharedStream(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, streamKey, "shared")
 }
 
 func (c *watchCache) relist(ctx context.Context) error {
@@ -195,20 +186,21 @@ func (c *watchCache) run(ctx context.Context) {
 	c.mu.Unlock()
 }
 
-// requestProgress asks etcd every bookmarkInterval, until the client
-// closes, to confirm the revision the shared stream has reached; the
-// answer advances every cache's rv and becomes bookmarks.
-func requestProgress(ctx context.Context, client *clientv3.Client) {
-	var tick func()
-	tick = func() {
-		if ctx.Err() != nil {
-			progressing.Delete(client)
+// RequestProgress asks etcd every bookmarkInterval, until ctx ends, to
+// confirm the revision the watch caches' shared stream has reached; the
+// answer advances every cache's rv and becomes bookmarks. Whoever opens
+// the stores of a client runs it once for that client.
+func RequestProgress(ctx context.Context, client *clientv3.Client) {
+	t := time.NewTicker(bookmarkInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
 			return
+		case <-t.C:
+			_ = client.RequestProgress(sharedStream(ctx))
 		}
-		_ = client.RequestProgress(ctx)
-		time.AfterFunc(bookmarkInterval, tick)
 	}
-	time.AfterFunc(bookmarkInterval, tick)
 }
 
 // current returns the cached object at key if it is the one of revision
