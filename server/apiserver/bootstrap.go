@@ -16,9 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/kelp-project/kelp/server/apiserver/admission"
 	"github.com/kelp-project/kelp/server/apiserver/registry"
 	"github.com/kelp-project/kelp/server/apiserver/storage"
+	"github.com/kelp-project/kelp/server/apiserver/validation"
 )
 
 // Bootstrap creates what every cluster starts with: the four system
@@ -43,7 +43,7 @@ func (s *Server) bootstrap(ctx context.Context) error {
 	// created when missing, never changed (their values are fixed by
 	// validation, and they cannot be deleted).
 	pcr := s.live().resources[schema.GroupVersionResource{Group: "scheduling.k8s.io", Version: "v1", Resource: "priorityclasses"}]
-	for _, pc := range admission.SystemPriorityClasses() {
+	for _, pc := range validation.SystemPriorityClasses() {
 		if err := s.ensure(ctx, pcr, "", pc); err != nil {
 			return err
 		}

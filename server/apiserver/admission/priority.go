@@ -8,32 +8,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kelp-project/kelp/server/apiserver/validation"
 )
 
 var priorityClassesResource = schedulingv1.SchemeGroupVersion.WithResource("priorityclasses")
-
-// SystemPriorityClasses are upstream's built-in classes, created by the API
-// server at start (as upstream's scheduling post-start hook) and never
-// deleted: the node-critical one is above the cluster-critical one, both
-// above any class a user may define (at most 1,000,000,000).
-func SystemPriorityClasses() []*schedulingv1.PriorityClass {
-	return []*schedulingv1.PriorityClass{
-		{
-			ObjectMeta:  metav1.ObjectMeta{Name: "system-node-critical"},
-			Value:       systemCriticalPriority + 1000,
-			Description: "Used for system critical pods that must not be moved from their current node.",
-		},
-		{
-			ObjectMeta:  metav1.ObjectMeta{Name: "system-cluster-critical"},
-			Value:       systemCriticalPriority,
-			Description: "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary.",
-		},
-	}
-}
-
-// systemCriticalPriority is upstream's scheduling.SystemCriticalPriority.
-const systemCriticalPriority int32 = 2000000000
 
 // priority is upstream's Priority plugin. A new pod gets the priority and
 // preemption policy of the class it names, or of the global default class
@@ -126,7 +105,7 @@ func (p priority) Validate(ctx context.Context, a *Attributes) error {
 	}
 	switch a.Operation {
 	case "DELETE":
-		for _, spc := range SystemPriorityClasses() {
+		for _, spc := range validation.SystemPriorityClasses() {
 			if a.Name == spc.Name {
 				return apierrors.NewForbidden(a.Resource.GroupResource(), a.Name,
 					errors.New("this is a system priority class and cannot be deleted"))

@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+
+	"github.com/kelp-project/kelp/server/apiserver/validation"
 )
 
 func priorityClasses(pcs ...*schedulingv1.PriorityClass) *fakeObjects {
@@ -38,7 +40,7 @@ func wantForbidden(t *testing.T, err error, msg string) {
 }
 
 func TestPriorityResolvesPods(t *testing.T) {
-	classes := append(SystemPriorityClasses(), testPC("high", 1000, false, corev1.PreemptLowerPriority), testPC("polite", 500, false, corev1.PreemptNever))
+	classes := append(validation.SystemPriorityClasses(), testPC("high", 1000, false, corev1.PreemptLowerPriority), testPC("polite", 500, false, corev1.PreemptNever))
 	for _, c := range classes {
 		if c.PreemptionPolicy == nil {
 			c.PreemptionPolicy = ptr.To(corev1.PreemptLowerPriority)
@@ -143,7 +145,7 @@ func TestPriorityClassWrites(t *testing.T) {
 	}
 
 	// System classes may not be deleted; others may.
-	for _, spc := range SystemPriorityClasses() {
+	for _, spc := range validation.SystemPriorityClasses() {
 		wantForbidden(t, validate(withDefault, "DELETE", nil, spc.Name), "this is a system priority class and cannot be deleted")
 	}
 	if err := validate(withDefault, "DELETE", nil, "high"); err != nil {

@@ -334,28 +334,41 @@ func ResourceQuotaStatusUpdate(newQ, oldQ *corev1.ResourceQuota) field.ErrorList
 
 const highestUserDefinablePriority int32 = 1000000000
 
-// systemPriorityClasses are upstream's SystemPriorityClasses: the only
+// SystemPriorityClasses are upstream's SystemPriorityClasses: the only
 // classes whose names may start with "system-", with these values and
-// never the global default.
-var systemPriorityClasses = []struct {
-	name  string
-	value int32
-}{
-	{"system-node-critical", 2000001000},
-	{"system-cluster-critical", 2000000000},
+// never the global default. The API server creates them at start (as
+// upstream's scheduling post-start hook) and the Priority admission
+// plugin refuses their deletion. The node-critical one is above the
+// cluster-critical one, both above any class a user may define.
+func SystemPriorityClasses() []*schedulingv1.PriorityClass {
+	return []*schedulingv1.PriorityClass{
+		{
+			ObjectMeta:  metav1.ObjectMeta{Name: "system-node-critical"},
+			Value:       systemCriticalPriority + 1000,
+			Description: "Used for system critical pods that must not be moved from their current node.",
+		},
+		{
+			ObjectMeta:  metav1.ObjectMeta{Name: "system-cluster-critical"},
+			Value:       systemCriticalPriority,
+			Description: "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary.",
+		},
+	}
 }
+
+// systemCriticalPriority is upstream's scheduling.SystemCriticalPriority.
+const systemCriticalPriority int32 = 2000000000
 
 // knownSystemPriorityClass is upstream's IsKnownSystemPriorityClass.
 func knownSystemPriorityClass(pc *schedulingv1.PriorityClass) error {
-	for _, spc := range systemPriorityClasses {
-		if spc.name != pc.Name {
+	for _, spc := range SystemPriorityClasses() {
+		if spc.Name != pc.Name {
 			continue
 		}
-		if spc.value != pc.Value {
-			return fmt.Errorf("value of %v PriorityClass must be %v", spc.name, spc.value)
+		if spc.Value != pc.Value {
+			return fmt.Errorf("value of %v PriorityClass must be %v", spc.Name, spc.Value)
 		}
 		if pc.GlobalDefault {
-			return fmt.Errorf("globalDefault of %v PriorityClass must be %v", spc.name, false)
+			return fmt.Errorf("globalDefault of %v PriorityClass must be %v", spc.Name, false)
 		}
 		return nil
 	}
