@@ -182,7 +182,7 @@ func (s *Server) updateObject(ctx context.Context, sv *served, info requestInfo,
 			return nil, err
 		}
 		path := writePathOf(sv, subresource)
-		if err := s.prepareUpdate(sv, info, path, obj, cur); err != nil {
+		if err := s.prepareUpdate(sv, info, subresource, path, obj, cur); err != nil {
 			return nil, err
 		}
 		if wo := writeOptionsFrom(ctx); wo.manager != "" && !wo.applied && path != bindingPath {
@@ -197,10 +197,7 @@ func (s *Server) updateObject(ctx context.Context, sv *served, info requestInfo,
 		var errs field.ErrorList
 		switch path {
 		case statusPath:
-			validate := sv.ValidateStatusUpdate
-			if sub, ok := sv.subresource(subresource); ok && sub.Kind == registry.StatusLikeSubresource {
-				validate = sub.ValidateUpdate
-			}
+			_, validate := sv.statusRules(subresource)
 			errs = validate(obj, cur)
 		case bindingPath:
 			// The Binding was validated, and the strategy's Bind made the
@@ -246,6 +243,15 @@ const (
 	bindingPath                  // a BindingSubresource: what the strategy's Bind sets
 )
 
+// statusRules are how a write through /status, or through a
+// StatusLikeSubresource, is prepared and validated.
+func (sv *served) statusRules(subresource string) (prepare func(obj, old runtime.Object), validate func(obj, old runtime.Object) field.ErrorList) {
+	if sub, ok := sv.subresource(subresource); ok && sub.Kind == registry.StatusLikeSubresource {
+		return sub.Prepare, sub.ValidateUpdate
+	}
+	return sv.PrepareForStatusUpdate, sv.ValidateStatusUpdate
+}
+
 func writePathOf(sv *served, subresource string) writePath {
 	if subresource == "status" {
 		return statusPath
@@ -265,7 +271,7 @@ func writePathOf(sv *served, subresource string) writePath {
 
 // prepareUpdate carries system metadata over from the stored object and
 // applies the spec/status split and generation rules.
-func (s *Server) prepareUpdate(sv *served, info requestInfo, path writePath, obj, cur runtime.Object) error {
+func (s *Server) prepareUpdate(sv *served, info requestInfo, subresource string, path writePath, obj, cur runtime.Object) error {
 	acc, err := meta.Accessor(obj)
 	if err != nil {
 		return apierrors.NewBadRequest(err.Error())
@@ -294,11 +300,7 @@ func (s *Server) prepareUpdate(sv *served, info requestInfo, path writePath, obj
 	switch path {
 	case statusPath:
 		registry.CopySpec(obj, cur)
-		prepare := sv.PrepareForStatusUpdate
-		if sub, ok := sv.subresource(info.Subresource); ok && sub.Kind == registry.StatusLikeSubresource {
-			prepare = sub.Prepare
-		}
-		if prepare != nil {
+		if prepare, _ := sv.statusRules(subresource); prepare != nil {
 			prepare(obj, cur)
 		}
 	case bindingPath:
