@@ -135,3 +135,18 @@ func TestResourceQuotaServicesAndClaims(t *testing.T) {
 }
 
 func ptrString(s string) *string { return &s }
+
+func TestResourceQuotaOtherNamespace(t *testing.T) {
+	// A full quota in ns binds nothing in a namespace without quotas.
+	q, client := quotaPlugin(t, testQuota("full", rl("pods", "1"), rl("pods", "1")))
+	p := containerPod("p", corev1.Container{Name: "c"})
+	p.Namespace = "other"
+	a := podCreate(p)
+	a.Namespace = "other"
+	if err := q.Validate(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	if len(client.Actions()) != 0 {
+		t.Errorf("a namespace without quotas was charged: %v", client.Actions())
+	}
+}
