@@ -310,12 +310,7 @@ func CSIStorageCapacityUpdate(c, old *storagev1.CSIStorageCapacity) field.ErrorL
 
 func VolumeAttributesClass(c *storagev1.VolumeAttributesClass) field.ErrorList {
 	allErrs := validateObjectMeta(&c.ObjectMeta, false, nameIsDNSSubdomain)
-	pp := field.NewPath("driverName")
-	if c.DriverName == "" {
-		allErrs = append(allErrs, field.Required(pp, ""))
-	} else {
-		allErrs = append(allErrs, validateQualifiedName(strings.ToLower(c.DriverName), pp)...)
-	}
+	allErrs = append(allErrs, validateProvisioner(c.DriverName, field.NewPath("driverName"))...)
 	return append(allErrs, validateProvisionerParameters(c.Parameters, false, field.NewPath("parameters"))...)
 }
 
@@ -328,6 +323,16 @@ func VolumeAttributesClassUpdate(c, old *storagev1.VolumeAttributesClass) field.
 		allErrs = append(allErrs, field.Forbidden(field.NewPath("parameters"), "updates to parameters are forbidden."))
 	}
 	return dedupe(append(allErrs, VolumeAttributesClass(c)...))
+}
+
+// validateProvisioner is upstream's: a StorageClass's provisioner or a
+// VolumeAttributesClass's driverName, required and (lowercased) a
+// qualified name.
+func validateProvisioner(name string, fldPath *field.Path) field.ErrorList {
+	if name == "" {
+		return field.ErrorList{field.Required(fldPath, "")}
+	}
+	return validateQualifiedName(strings.ToLower(name), fldPath)
 }
 
 // validateProvisionerParameters is upstream's validateParameters, shared

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"path"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -180,12 +179,7 @@ func PersistentVolumeUpdate(newPV, oldPV *corev1.PersistentVolume) field.ErrorLi
 
 func StorageClass(sc *storagev1.StorageClass) field.ErrorList {
 	allErrs := validateObjectMeta(&sc.ObjectMeta, false, nameIsDNSSubdomain)
-	pp := field.NewPath("provisioner")
-	if sc.Provisioner == "" {
-		allErrs = append(allErrs, field.Required(pp, ""))
-	} else {
-		allErrs = append(allErrs, validateQualifiedName(strings.ToLower(sc.Provisioner), pp)...)
-	}
+	allErrs = append(allErrs, validateProvisioner(sc.Provisioner, field.NewPath("provisioner"))...)
 	allErrs = append(allErrs, validateProvisionerParameters(sc.Parameters, true, field.NewPath("parameters"))...)
 	if rp := sc.ReclaimPolicy; rp != nil && *rp != corev1.PersistentVolumeReclaimDelete && *rp != corev1.PersistentVolumeReclaimRetain {
 		allErrs = append(allErrs, field.NotSupported(field.NewPath("reclaimPolicy"), *rp,
