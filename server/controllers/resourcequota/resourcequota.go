@@ -77,7 +77,6 @@ type Controller struct {
 	mapper   *restmapper.DeferredDiscoveryRESTMapper
 	mu       sync.Mutex
 	monitors map[schema.GroupResource]bool
-	ctx      context.Context
 }
 
 // New wires the controller to the factory's informers; cfg's client
@@ -157,9 +156,6 @@ func replenishOnUpdate(gr schema.GroupResource, old, cur any) bool {
 
 // Run recomputes quotas until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	c.mu.Lock()
-	c.ctx = ctx
-	c.mu.Unlock()
 	go func() {
 		if !cache.WaitForNamedCacheSync("resourcequota", ctx.Done(), c.synced...) {
 			return
@@ -286,7 +282,8 @@ func (c *Controller) syncQuota(ctx context.Context, rq *corev1.ResourceQuota) er
 
 // watchCounted starts watching, as metadata, the objects of each
 // count/<resource>.<group> in hard that no evaluator measures yet, and
-// registers an object count evaluator over them.
+// registers an object count evaluator over them. The watches last until
+// ctx, Run's (the loops hand it to sync), ends.
 func (c *Controller) watchCounted(ctx context.Context, hard corev1.ResourceList) {
 	for name := range hard {
 		s, ok := strings.CutPrefix(string(name), "count/")
@@ -321,17 +318,13 @@ func (c *Controller) watch(ctx context.Context, gr schema.GroupResource, gvr sch
 		return
 	}
 	c.monitors[gr] = true
-	runCtx := c.ctx
 	c.mu.Unlock()
-	if runCtx == nil {
-		runCtx = ctx
-	}
 	inf := metadatainformer.NewFilteredMetadataInformer(c.meta, gvr, metav1.NamespaceAll, 0,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, nil).Informer()
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		DeleteFunc: func(obj any) { c.replenish(gr, obj) },
 	})
-	go inf.Run(runCtx.Done())
+	go inf.Run(ctx.Done())
 	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if !cache.WaitForCacheSync(waitCtx.Done(), inf.HasSynced) {
