@@ -79,7 +79,7 @@ type Controller struct {
 	monitors map[schema.GroupResource]bool
 }
 
-// New wires the controller to the factory's informers; cfg's client
+// New wires the controller to the factory's informers; meta
 // watches the other resources quotas count.
 func New(client kubernetes.Interface, meta metadata.Interface, factory informers.SharedInformerFactory) (*Controller, error) {
 	c := &Controller{
