@@ -95,6 +95,16 @@ func Validate(obj runtime.Object) field.ErrorList {
 
 	case *storagev1.StorageClass:
 		return StorageClass(o)
+	case *storagev1.CSIDriver:
+		return CSIDriver(o)
+	case *storagev1.CSINode:
+		return CSINode(o)
+	case *storagev1.VolumeAttachment:
+		return VolumeAttachment(o)
+	case *storagev1.CSIStorageCapacity:
+		return CSIStorageCapacity(o)
+	case *storagev1.VolumeAttributesClass:
+		return VolumeAttributesClass(o)
 	case *policyv1.PodDisruptionBudget:
 		return PodDisruptionBudget(o)
 	case *coordinationv1.Lease:
@@ -168,6 +178,16 @@ func ValidateUpdate(obj, old runtime.Object) field.ErrorList {
 
 	case *storagev1.StorageClass:
 		return StorageClassUpdate(o, old.(*storagev1.StorageClass))
+	case *storagev1.CSIDriver:
+		return CSIDriverUpdate(o, old.(*storagev1.CSIDriver))
+	case *storagev1.CSINode:
+		return CSINodeUpdate(o, old.(*storagev1.CSINode))
+	case *storagev1.VolumeAttachment:
+		return VolumeAttachmentUpdate(o, old.(*storagev1.VolumeAttachment))
+	case *storagev1.CSIStorageCapacity:
+		return CSIStorageCapacityUpdate(o, old.(*storagev1.CSIStorageCapacity))
+	case *storagev1.VolumeAttributesClass:
+		return VolumeAttributesClassUpdate(o, old.(*storagev1.VolumeAttributesClass))
 	case *eventsv1.Event:
 		return EventV1Update(o, old.(*eventsv1.Event))
 	case *schedulingv1.PriorityClass:
@@ -209,6 +229,10 @@ func ValidateStatusUpdate(obj, old runtime.Object) field.ErrorList {
 		return JobStatusUpdate(o, old.(*batchv1.Job))
 	case *policyv1.PodDisruptionBudget:
 		return PodDisruptionBudgetStatusUpdate(o, old.(*policyv1.PodDisruptionBudget))
+	case *storagev1.CSINode:
+		return CSINodeStatusUpdate(o, old.(*storagev1.CSINode))
+	case *storagev1.VolumeAttachment:
+		return VolumeAttachmentUpdate(o, old.(*storagev1.VolumeAttachment))
 	}
 	return MetaUpdate(obj, old)
 }

@@ -8,7 +8,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -91,11 +90,12 @@ func TestTypeMismatch(t *testing.T) {
 }
 
 func TestUnknownKindsGetMetadataChecks(t *testing.T) {
-	// A kind without specific rules: metadata is still checked, with the
-	// most permissive upstream name rule (URL path segment).
-	obj := &storagev1.CSIDriver{}
+	// A kind without rules of its own (kelp serves no ComponentStatus, and
+	// every kind it serves has its rules): metadata is still checked, with
+	// the most permissive upstream name rule (URL path segment).
+	obj := &corev1.ComponentStatus{}
 	expectErrors(t, Validate(obj), []want{{field.ErrorTypeRequired, "metadata.name", ""}})
-	obj.Name = "csi.example.com"
+	obj.Name = "scheduler"
 	obj.Labels = map[string]string{"bad key!": "x"}
 	expectErrors(t, Validate(obj), []want{{field.ErrorTypeInvalid, "metadata.labels", ""}})
 	// Lists have no object metadata and pass through.
