@@ -1,7 +1,6 @@
 package printers
 
 import (
-	"strings"
 	"time"
 
 	storagev1 "k8s.io/api/storage/v1"
@@ -48,23 +47,15 @@ func init() {
 		if d.Spec.AttachRequired != nil {
 			attach = *d.Spec.AttachRequired
 		}
-		var modes []string
+		var modes, auds []string
 		for _, m := range d.Spec.VolumeLifecycleModes {
 			modes = append(modes, string(m))
 		}
-		mode := strings.Join(modes, ",")
-		if mode == "" {
-			mode = "<none>"
+		for _, t := range d.Spec.TokenRequests {
+			auds = append(auds, t.Audience)
 		}
-		tokens := "<unset>"
-		if d.Spec.TokenRequests != nil {
-			var auds []string
-			for _, t := range d.Spec.TokenRequests {
-				auds = append(auds, t.Audience)
-			}
-			tokens = strings.Join(auds, ",")
-		}
-		return []interface{}{d.Name, attach, deref(d.Spec.PodInfoOnMount), deref(d.Spec.StorageCapacity), tokens, deref(d.Spec.RequiresRepublish), mode, age(d.ObjectMeta, now)}
+		return []interface{}{d.Name, attach, deref(d.Spec.PodInfoOnMount), deref(d.Spec.StorageCapacity), joinOr(auds, ",", "<unset>"),
+			deref(d.Spec.RequiresRepublish), joinOr(modes, ",", "<none>"), age(d.ObjectMeta, now)}
 	})
 
 	capDoc := storagev1.CSIStorageCapacity{}.SwaggerDoc()

@@ -1209,3 +1209,16 @@ func TestDefaultTable(t *testing.T) {
 		t.Errorf("unstructured table = %#v", table)
 	}
 }
+
+// CSIDriver's row as upstream's: unset fields print their API defaults,
+// no token requests "<unset>", no modes "<none>".
+func TestCSIDriverCells(t *testing.T) {
+	bare := &storagev1.CSIDriver{ObjectMeta: objMeta("csi.example.com")}
+	assertCells(t, cellsOf(t, bare), []interface{}{"csi.example.com", true, false, false, "<unset>", false, "<none>", "5m"})
+	set := &storagev1.CSIDriver{ObjectMeta: objMeta("csi.example.com"), Spec: storagev1.CSIDriverSpec{
+		AttachRequired: ptr.To(false), PodInfoOnMount: ptr.To(true),
+		TokenRequests:        []storagev1.TokenRequest{{Audience: "a"}, {Audience: "b"}},
+		VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent, storagev1.VolumeLifecycleEphemeral},
+	}}
+	assertCells(t, cellsOf(t, set), []interface{}{"csi.example.com", false, true, false, "a,b", false, "Persistent,Ephemeral", "5m"})
+}
