@@ -34,6 +34,7 @@ import (
 	webhookutil "k8s.io/apiserver/pkg/util/webhook"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/kelp-project/kelp/server/apiserver/admission"
 )
@@ -63,7 +64,10 @@ type Webhooks struct {
 	mutating   *mutating.Plugin
 	validating *validating.Plugin
 	objects    objectInterfaces
-	ready      atomic.Bool
+	// The plugins' own informers of the configurations (one shared
+	// factory), set before ready.
+	mutatingConfigs, validatingConfigs cache.SharedIndexInformer
+	ready                              atomic.Bool
 }
 
 // New builds the plugins and starts them once the loopback client exists.
@@ -119,6 +123,8 @@ func (w *Webhooks) startWith(client kubernetes.Interface) error {
 			return err
 		}
 	}
+	w.mutatingConfigs = factory.Admissionregistration().V1().MutatingWebhookConfigurations().Informer()
+	w.validatingConfigs = factory.Admissionregistration().V1().ValidatingWebhookConfigurations().Informer()
 	factory.Start(w.cfg.Stop)
 	w.ready.Store(true)
 	return nil
@@ -127,7 +133,7 @@ func (w *Webhooks) startWith(client kubernetes.Interface) error {
 // Admit calls the mutating webhooks that match, reinvoking those with
 // reinvocationPolicy IfNeeded once when a later one changed the object.
 func (w *Webhooks) Admit(ctx context.Context, a *admission.Attributes) error {
-	if !w.ready.Load() {
+	if !w.ready.Load() || none(w.mutatingConfigs) {
 		return nil
 	}
 	attr, err := w.attributes(a)
@@ -146,7 +152,7 @@ func (w *Webhooks) Admit(ctx context.Context, a *admission.Attributes) error {
 
 // Validate calls the validating webhooks that match, in parallel.
 func (w *Webhooks) Validate(ctx context.Context, a *admission.Attributes) error {
-	if !w.ready.Load() {
+	if !w.ready.Load() || none(w.validatingConfigs) {
 		return nil
 	}
 	attr, err := w.attributes(a)
@@ -154,6 +160,14 @@ func (w *Webhooks) Validate(ctx context.Context, a *admission.Attributes) error 
 		return err
 	}
 	return w.validating.Validate(ctx, attr, w.objects)
+}
+
+// none reports that no configuration of the informer's kind exists (its
+// initial list done): its plugin, which would match nothing, is not asked,
+// since its dispatch still copies the object and starts timers on every
+// write.
+func none(configs cache.SharedIndexInformer) bool {
+	return configs.HasSynced() && len(configs.GetStore().ListKeys()) == 0
 }
 
 // attributes are upstream's for a kelp write: the kind is the object's

@@ -322,3 +322,30 @@ func TestReinvocation(t *testing.T) {
 		t.Errorf("calls: IfNeeded %d (want 2), Never %d (want 1), patching %d (want 1)", again, once, patch)
 	}
 }
+
+// With no configuration of a kind, its plugin is not asked: a write pays
+// nothing for the webhooks (upstream's dispatch copies the object and
+// starts timers even with no webhook).
+func TestNoConfigurationsCostNothing(t *testing.T) {
+	w := startWebhooks(t)
+	deadline := time.Now().Add(5 * time.Second)
+	for !w.mutatingConfigs.HasSynced() || !w.validatingConfigs.HasSynced() {
+		if time.Now().After(deadline) {
+			t.Fatal("configuration informers never synced")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	ctx := context.Background()
+	a := configMapAttrs("CREATE")
+	allocs := testing.AllocsPerRun(100, func() {
+		if err := w.Admit(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Validate(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("admission with no webhook configuration: %v allocations", allocs)
+	}
+}
