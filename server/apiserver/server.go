@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kelp-project/kelp/server/apiserver/admission"
+	"github.com/kelp-project/kelp/server/apiserver/admission/webhook"
 	"github.com/kelp-project/kelp/server/apiserver/allocator"
 	"github.com/kelp-project/kelp/server/apiserver/apply"
 	"github.com/kelp-project/kelp/server/apiserver/auth"
@@ -111,6 +112,7 @@ type Server struct {
 	podRT       http.RoundTripper // pods/proxy
 	fields      *apply.Manager
 	admission   *admission.Chain
+	webhooks    *webhook.Webhooks // started by SetLoopback
 	inFlight    *maxInFlight
 	loopback    atomicClient // the server's own client, for admission's writes (SetLoopback)
 }
@@ -127,8 +129,12 @@ func (a *atomicClient) Load() kubernetes.Interface {
 }
 
 // SetLoopback hands the API server its own client (the loopback user in
-// system:masters), which ResourceQuota admission charges quotas through.
-func (s *Server) SetLoopback(c kubernetes.Interface) { s.loopback.p.Store(&c) }
+// system:masters), which ResourceQuota admission charges quotas through
+// and the admission webhooks' informers follow their configurations with.
+func (s *Server) SetLoopback(c kubernetes.Interface) {
+	s.loopback.p.Store(&c)
+	s.webhooks.Start(c)
+}
 
 // served pairs a resource's declaration with its storage.
 type served struct {
@@ -225,12 +231,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if s.authorizer == nil {
 		s.authorizer = auth.Chain{auth.PrivilegedGroup{}, auth.NodeAuthorizer{Objects: nodeObjects{s}}, auth.RBAC{Index: s.rbac}}
 	}
-	webhooks, err := s.newWebhooks(ctx.Done())
+	s.webhooks, err = s.newWebhooks(ctx.Done())
 	if err != nil {
 		return nil, err
 	}
 	s.admission = admission.New(admission.Config{
-		Webhooks:                            webhooks,
+		Webhooks:                            s.webhooks,
 		Getter:                              s.getter,
 		DefaultNotReadyTolerationSeconds:    cfg.DefaultNotReadyTolerationSeconds,
 		DefaultUnreachableTolerationSeconds: cfg.DefaultUnreachableTolerationSeconds,

@@ -18,12 +18,11 @@ import (
 )
 
 // The admission webhooks' view of the API server: its loopback client for
-// their informers, Services for their service references, the served
-// table for kinds, versions and defaulting.
+// their informers (SetLoopback starts them), Services for their service
+// references, the served table for kinds, versions and defaulting.
 
 func (s *Server) newWebhooks(stop <-chan struct{}) (*webhook.Webhooks, error) {
 	return webhook.New(webhook.Config{
-		Loopback: s.loopback.Load,
 		Services: s.getter(corev1.SchemeGroupVersion.WithResource("services")),
 		Default:  s.defaultServed,
 		Versions: s.servedVersions,

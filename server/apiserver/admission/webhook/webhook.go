@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,9 +42,6 @@ import (
 
 // Config is what the webhooks need from the API server.
 type Config struct {
-	// Loopback is the API server's own client, nil until it has one; the
-	// plugins start (their informers) once it is there.
-	Loopback func() kubernetes.Interface
 	// Services reads Services, to resolve a webhook's service reference.
 	Services admission.ObjectGetter
 	// Default applies kelp's defaulting to an object a webhook patched, as
@@ -56,9 +54,9 @@ type Config struct {
 	Stop <-chan struct{}
 }
 
-// Webhooks are the two plugins; until the loopback client exists (the
-// API server's first seconds, before any user can write), they admit
-// everything.
+// Webhooks are the two plugins; until they are started on the loopback
+// client (the API server's first seconds, before any user can write),
+// they admit everything.
 type Webhooks struct {
 	cfg        Config
 	mutating   *mutating.Plugin
@@ -67,10 +65,11 @@ type Webhooks struct {
 	// The plugins' own informers of the configurations (one shared
 	// factory), set before ready.
 	mutatingConfigs, validatingConfigs cache.SharedIndexInformer
+	once                               sync.Once
 	ready                              atomic.Bool
 }
 
-// New builds the plugins and starts them once the loopback client exists.
+// New builds the plugins; Start starts them.
 func New(cfg Config) (*Webhooks, error) {
 	m, err := mutating.NewMutatingWebhook(nil)
 	if err != nil {
@@ -80,29 +79,17 @@ func New(cfg Config) (*Webhooks, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Webhooks{cfg: cfg, mutating: m, validating: v, objects: newObjectInterfaces(cfg.Default, cfg.Versions)}
-	go w.start()
-	return w, nil
+	return &Webhooks{cfg: cfg, mutating: m, validating: v, objects: newObjectInterfaces(cfg.Default, cfg.Versions)}, nil
 }
 
-func (w *Webhooks) start() {
-	t := time.NewTicker(50 * time.Millisecond)
-	defer t.Stop()
-	for {
-		if c := w.cfg.Loopback; c != nil {
-			if client := c(); client != nil {
-				if err := w.startWith(client); err != nil {
-					logrus.Errorf("admission webhooks not started: %v", err)
-				}
-				return
-			}
+// Start starts the plugins (their informers) on the API server's loopback
+// client, once it has one.
+func (w *Webhooks) Start(client kubernetes.Interface) {
+	w.once.Do(func() {
+		if err := w.startWith(client); err != nil {
+			logrus.Errorf("admission webhooks not started: %v", err)
 		}
-		select {
-		case <-w.cfg.Stop:
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 func (w *Webhooks) startWith(client kubernetes.Interface) error {

@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kelp-project/kelp/server/apiserver/admission"
@@ -95,7 +94,7 @@ func startWebhooks(t *testing.T, objs ...runtime.Object) *Webhooks {
 	client := fake.NewSimpleClientset(objs...)
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop) })
-	w, err := New(Config{Loopback: func() kubernetes.Interface { return client }, Stop: stop,
+	w, err := New(Config{Stop: stop,
 		Versions: func(gr schema.GroupResource) map[schema.GroupVersionResource]schema.GroupVersionKind {
 			if gr == (schema.GroupResource{Group: "example.com", Resource: "widgets"}) {
 				return map[schema.GroupVersionResource]schema.GroupVersionKind{
@@ -108,12 +107,9 @@ func startWebhooks(t *testing.T, objs ...runtime.Object) *Webhooks {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !w.ready.Load() {
-		if time.Now().After(deadline) {
-			t.Fatal("webhooks never started")
-		}
-		time.Sleep(10 * time.Millisecond)
+	w.Start(client)
+	if !w.ready.Load() {
+		t.Fatal("webhooks not started")
 	}
 	return w
 }
