@@ -1,16 +1,8 @@
 package integration
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -28,8 +20,9 @@ import (
 )
 
 // webhookServer is an HTTPS admission webhook in the test process, with
-// its own CA: /deny refuses, /mutate adds a label and warns, /slow waits
-// 3 s, /allow allows. It answers in the AdmissionReview version it is sent.
+// httptest's certificate (its own CA): /deny refuses, /mutate adds a label
+// and warns, /slow waits 3 s, /allow allows. It answers in the
+// AdmissionReview version it is sent.
 type webhookServer struct {
 	url      string
 	caBundle []byte
@@ -39,30 +32,11 @@ type webhookServer struct {
 
 func startWebhookServer(t *testing.T) *webhookServer {
 	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "webhook-test-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "webhook"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws := &webhookServer{caBundle: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), versions: map[string]string{}}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(ws.serve))
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
-	srv.StartTLS()
+	ws := &webhookServer{versions: map[string]string{}}
+	srv := httptest.NewTLSServer(http.HandlerFunc(ws.serve))
 	t.Cleanup(srv.Close)
 	ws.url = srv.URL
+	ws.caBundle = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 	return ws
 }
 
