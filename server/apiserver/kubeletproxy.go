@@ -14,8 +14,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/httpstream/wsstream"
+
+	"github.com/kelp-project/kelp/server/apiserver/admission"
+	"github.com/kelp-project/kelp/server/apiserver/auth"
 )
 
 // Pod subresources answered by the pod's kubelet: the API server checks
@@ -106,6 +111,38 @@ func (s *Server) proxyToKubelet(w http.ResponseWriter, r *http.Request, info req
 		},
 	}
 	proxy.ServeHTTP(w, r)
+}
+
+// admitConnect admits exec, attach and port-forward as upstream's
+// connect handler does: a CONNECT whose object is the request's options
+// (PodExecOptions, PodAttachOptions, PodPortForwardOptions). Logs are a
+// read, not a CONNECT.
+func (s *Server) admitConnect(r *http.Request, info requestInfo, sv *served, container string) error {
+	q := r.URL.Query()
+	flag := func(k string) bool { v := q.Get(k); return v == "true" || v == "1" }
+	var opts runtime.Object
+	switch info.Subresource {
+	case "exec":
+		opts = &corev1.PodExecOptions{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodExecOptions"}, Stdin: flag("stdin"),
+			Stdout: flag("stdout"), Stderr: flag("stderr"), TTY: flag("tty"), Container: container, Command: q["command"]}
+	case "attach":
+		opts = &corev1.PodAttachOptions{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodAttachOptions"}, Stdin: flag("stdin"),
+			Stdout: flag("stdout"), Stderr: flag("stderr"), TTY: flag("tty"), Container: container}
+	case "portforward":
+		pf := &corev1.PodPortForwardOptions{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodPortForwardOptions"}}
+		for _, v := range q["ports"] {
+			for _, p := range strings.Split(v, ",") {
+				if n, err := strconv.ParseInt(strings.TrimSpace(p), 10, 32); err == nil {
+					pf.Ports = append(pf.Ports, int32(n))
+				}
+			}
+		}
+		opts = pf
+	default:
+		return nil
+	}
+	return s.admission.Connect(r.Context(), &admission.Attributes{Operation: "CONNECT", Resource: sv.GVR, Subresource: info.Subresource,
+		Namespace: info.Namespace, Name: info.Name, Object: opts, User: auth.UserFrom(r.Context())})
 }
 
 type kubeletError struct {

@@ -2,19 +2,14 @@ package apiserver
 
 import (
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 
-	"github.com/kelp-project/kelp/server/apiserver/admission"
 	"github.com/kelp-project/kelp/server/apiserver/admission/webhook"
-	"github.com/kelp-project/kelp/server/apiserver/auth"
 )
 
 // The admission webhooks' view of the API server: its loopback client for
@@ -82,36 +77,4 @@ func (h *headerWarnings) AddWarning(_, text string) {
 	}
 	h.seen[text] = true
 	addWarning(h.w, text)
-}
-
-// admitConnect admits exec, attach and port-forward as upstream's
-// connect handler does: a CONNECT whose object is the request's options
-// (PodExecOptions, PodAttachOptions, PodPortForwardOptions). Logs are a
-// read, not a CONNECT.
-func (s *Server) admitConnect(r *http.Request, info requestInfo, sv *served, container string) error {
-	q := r.URL.Query()
-	flag := func(k string) bool { v := q.Get(k); return v == "true" || v == "1" }
-	var opts runtime.Object
-	switch info.Subresource {
-	case "exec":
-		opts = &corev1.PodExecOptions{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodExecOptions"}, Stdin: flag("stdin"),
-			Stdout: flag("stdout"), Stderr: flag("stderr"), TTY: flag("tty"), Container: container, Command: q["command"]}
-	case "attach":
-		opts = &corev1.PodAttachOptions{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodAttachOptions"}, Stdin: flag("stdin"),
-			Stdout: flag("stdout"), Stderr: flag("stderr"), TTY: flag("tty"), Container: container}
-	case "portforward":
-		pf := &corev1.PodPortForwardOptions{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodPortForwardOptions"}}
-		for _, v := range q["ports"] {
-			for _, p := range strings.Split(v, ",") {
-				if n, err := strconv.ParseInt(strings.TrimSpace(p), 10, 32); err == nil {
-					pf.Ports = append(pf.Ports, int32(n))
-				}
-			}
-		}
-		opts = pf
-	default:
-		return nil
-	}
-	return s.admission.Connect(r.Context(), &admission.Attributes{Operation: "CONNECT", Resource: sv.GVR, Subresource: info.Subresource,
-		Namespace: info.Namespace, Name: info.Name, Object: opts, User: auth.UserFrom(r.Context())})
 }
