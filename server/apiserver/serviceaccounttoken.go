@@ -111,6 +111,14 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request, info reques
 
 func (s *Server) mintToken(ctx context.Context, namespace, name string, tr *authenticationv1.TokenRequest, dry bool) (*authenticationv1.TokenRequest, error) {
 	defaults.TokenRequest(tr)
+	// Both admission phases, as upstream: its create handler runs the
+	// mutating one (webhooks may change or refuse the request) before
+	// TokenREST's own defaults and validation.
+	attrs := &admission.Attributes{Operation: "CREATE", Resource: serviceAccountsGVR, Subresource: "token",
+		Namespace: namespace, Name: name, Object: tr, User: auth.UserFrom(ctx), DryRun: dry}
+	if err := s.admission.Admit(ctx, attrs); err != nil {
+		return nil, err
+	}
 	if len(tr.Spec.Audiences) == 0 {
 		tr.Spec.Audiences = slices.Clone(s.cfg.APIAudiences)
 	}
@@ -127,8 +135,6 @@ func (s *Server) mintToken(ctx context.Context, namespace, name string, tr *auth
 			return nil, err
 		}
 	}
-	attrs := &admission.Attributes{Operation: "CREATE", Resource: serviceAccountsGVR, Subresource: "token",
-		Namespace: namespace, Name: name, Object: tr, User: auth.UserFrom(ctx), DryRun: dry}
 	if err := s.admission.Validate(ctx, attrs); err != nil {
 		return nil, err
 	}

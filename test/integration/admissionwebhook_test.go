@@ -12,6 +12,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -229,6 +230,12 @@ func TestAdmissionWebhook(t *testing.T) {
 				SideEffects:             none,
 				AdmissionReviewVersions: []string{"v1beta1"},
 			}, {
+				// and for TokenRequests.
+				Name: "deny-token.kelp.test", ClientConfig: webhookClientConfig(ws.url+"/deny", ws.caBundle),
+				Rules: []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{"CREATE"},
+					Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"serviceaccounts/token"}}}},
+				NamespaceSelector: labelSelector("webhooks", "on"), SideEffects: none, AdmissionReviewVersions: []string{"v1"},
+			}, {
 				// Mutating webhooks are called for deletes too.
 				Name: "deny-delete.kelp.test", ClientConfig: webhookClientConfig(ws.url+"/deny", ws.caBundle), Rules: configMapRule("DELETE"),
 				ObjectSelector: labelSelector("test", "deny-delete"), SideEffects: none, AdmissionReviewVersions: []string{"v1"},
@@ -266,6 +273,15 @@ func TestAdmissionWebhook(t *testing.T) {
 		err = cs.CoreV1().ConfigMaps("wh-off").Delete(ctx, "kept", metav1.DeleteOptions{})
 		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `admission webhook "deny-delete.kelp.test" denied the request`) {
 			t.Errorf("delete refused by a mutating webhook: %v", err)
+		}
+		// A TokenRequest goes through the mutating phase.
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "tokens", Namespace: "wh-on"}}
+		if _, err := cs.CoreV1().ServiceAccounts("wh-on").Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		_, err = cs.CoreV1().ServiceAccounts("wh-on").CreateToken(ctx, "tokens", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `admission webhook "deny-token.kelp.test" denied the request`) {
+			t.Errorf("token request refused by a mutating webhook: %v", err)
 		}
 		// A dry run is sent to a webhook without side effects, and
 		// stores nothing.
