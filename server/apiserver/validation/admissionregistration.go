@@ -3,6 +3,7 @@ package validation
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -259,7 +260,12 @@ func validateAdmissionReviewVersions(versions []string, p *field.Path) field.Err
 	return allErrs
 }
 
-var matchConditionCompiler = plugincel.NewCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
+// matchConditionCompiler is built when first needed: building CEL's
+// environments takes some 5 ms and 1 MB at every kelp process's start
+// (kubectl, the agent) otherwise.
+var matchConditionCompiler = sync.OnceValue(func() plugincel.Compiler {
+	return plugincel.NewCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
+})
 
 // validateMatchConditions is upstream's: at most 64, names unique
 // qualified names, expressions required and compiling to a bool.
@@ -286,7 +292,7 @@ func validateMatchConditions(conds []admissionregistrationv1.MatchCondition, p *
 		}
 		// upstream's validateCELCondition, in the environment of new
 		// expressions
-		res := matchConditionCompiler.CompileCELExpression(&matchconditions.MatchCondition{Expression: strings.TrimSpace(c.Expression)},
+		res := matchConditionCompiler().CompileCELExpression(&matchconditions.MatchCondition{Expression: strings.TrimSpace(c.Expression)},
 			plugincel.OptionalVariableDeclarations{HasAuthorizer: true}, environment.NewExpressions)
 		if res.Error != nil {
 			ep := cp.Child("expression")
