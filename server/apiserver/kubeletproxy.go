@@ -18,9 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/httpstream/wsstream"
-
-	"github.com/kelp-project/kelp/server/apiserver/admission"
-	"github.com/kelp-project/kelp/server/apiserver/auth"
 )
 
 // Pod subresources answered by the pod's kubelet: the API server checks
@@ -56,9 +53,11 @@ func (s *Server) proxyToKubelet(w http.ResponseWriter, r *http.Request, info req
 			return
 		}
 	}
-	if err := s.admitConnect(r, info, sv, container); err != nil {
-		s.writeError(w, r, err)
-		return
+	if opts := kubeletConnectOptions(r, info, container); opts != nil {
+		if err := s.admitConnect(r, info, sv, opts); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 	}
 	if pod.Spec.NodeName == "" {
 		s.writeError(w, r, apierrors.NewBadRequest(fmt.Sprintf("pod %s does not have a host assigned", pod.Name)))
@@ -113,11 +112,11 @@ func (s *Server) proxyToKubelet(w http.ResponseWriter, r *http.Request, info req
 	proxy.ServeHTTP(w, r)
 }
 
-// admitConnect admits exec, attach and port-forward as upstream's
-// connect handler does: a CONNECT whose object is the request's options
-// (PodExecOptions, PodAttachOptions, PodPortForwardOptions). Logs are a
-// read, not a CONNECT.
-func (s *Server) admitConnect(r *http.Request, info requestInfo, sv *served, container string) error {
+// kubeletConnectOptions is what exec, attach and port-forward are
+// admitted with (admitConnect): the request's PodExecOptions,
+// PodAttachOptions or PodPortForwardOptions; nil for logs, a read, not a
+// CONNECT.
+func kubeletConnectOptions(r *http.Request, info requestInfo, container string) runtime.Object {
 	q := r.URL.Query()
 	flag := func(k string) bool { v := q.Get(k); return v == "true" || v == "1" }
 	var opts runtime.Object
@@ -138,11 +137,8 @@ func (s *Server) admitConnect(r *http.Request, info requestInfo, sv *served, con
 			}
 		}
 		opts = pf
-	default:
-		return nil
 	}
-	return s.admission.Connect(r.Context(), &admission.Attributes{Operation: "CONNECT", Resource: sv.GVR, Subresource: info.Subresource,
-		Namespace: info.Namespace, Name: info.Name, Object: opts, User: auth.UserFrom(r.Context())})
+	return opts
 }
 
 type kubeletError struct {

@@ -8,8 +8,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
+
+// podProxy is pods/proxy.
+var podProxy = proxied{locate: podHost, options: func(path string) runtime.Object {
+	return &corev1.PodProxyOptions{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodProxyOptions"}, Path: path}
+}}
 
 // podHost locates pods/proxy as upstream's ProxyREST: the API server
 // itself connects to the pod's IP (it is on the node network, as

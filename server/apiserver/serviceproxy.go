@@ -9,9 +9,17 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
+
+// serviceProxy is services/proxy.
+func (s *Server) serviceProxy() proxied {
+	return proxied{locate: s.serviceHost, options: func(path string) runtime.Object {
+		return &corev1.ServiceProxyOptions{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceProxyOptions"}, Path: path}
+	}}
+}
 
 // serviceHost locates services/proxy as upstream's service
 // ResourceLocation: the port is a service port's name or number (none:

@@ -57,9 +57,9 @@ func (s *Server) serveSubresource(w http.ResponseWriter, r *http.Request, info r
 	case registry.KubeletSubresource:
 		s.proxyToKubelet(w, r, info, sv)
 	case registry.PodProxySubresource:
-		s.serveProxy(w, r, info, sv, podHost)
+		s.serveProxy(w, r, info, sv, podProxy)
 	case registry.ServiceProxySubresource:
-		s.serveProxy(w, r, info, sv, s.serviceHost)
+		s.serveProxy(w, r, info, sv, s.serviceProxy())
 	case registry.TokenSubresource:
 		s.createToken(w, r, info)
 	case registry.EvictionSubresource:

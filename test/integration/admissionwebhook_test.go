@@ -292,6 +292,39 @@ func TestAdmissionWebhook(t *testing.T) {
 		}
 	})
 
+	t.Run("proxy CONNECT", func(t *testing.T) {
+		// A request through services/proxy is admitted as a CONNECT with
+		// its ServiceProxyOptions, as upstream's connect handler does.
+		vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{
+			ObjectMeta: metav1.ObjectMeta{Name: "test-connect"},
+			Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+				Name: "deny-proxy.kelp.test", ClientConfig: webhookClientConfig(ws.url+"/deny", ws.caBundle),
+				Rules: []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{"CONNECT"},
+					Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"services/proxy", "pods/proxy"}}}},
+				NamespaceSelector: labelSelector("webhooks", "on"), SideEffects: none, AdmissionReviewVersions: []string{"v1"},
+			}},
+		}
+		if _, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, vwc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		defer cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, "test-connect", metav1.DeleteOptions{})
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "proxied"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}
+		if _, err := cs.CoreV1().Services("wh-on").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			var code int
+			body, _ := cs.CoreV1().RESTClient().Get().Namespace("wh-on").Resource("services").SubResource("proxy").Name("proxied:http").
+				Suffix("x").Do(ctx).StatusCode(&code).Raw()
+			if code == http.StatusForbidden && strings.Contains(string(body), `admission webhook \"deny-proxy.kelp.test\" denied the request`) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("services/proxy under a webhook denying CONNECT: %d %s", code, body)
+			}
+		}
+	})
+
 	t.Run("configurations exempt", func(t *testing.T) {
 		// deny-configs.kelp.test matches every webhook configuration
 		// write; none is sent to it.
