@@ -282,13 +282,12 @@ func validateProjected(s *corev1.ProjectedVolumeSource, fldPath *field.Path) fie
 		}
 		if b := src.ClusterTrustBundle; b != nil {
 			bp := p.Child("clusterTrustBundle")
+			errs = append(errs, validateClusterTrustBundleProjection(b, bp)...)
 			if b.Path == "" {
 				errs = append(errs, field.Required(bp.Child("path"), ""))
 			} else {
+				errs = append(errs, validateLocalNonReservedPath(b.Path, bp.Child("path"))...)
 				addPath(b.Path, bp.Child("path"))
-			}
-			if (b.Name == nil) == (b.SignerName == nil) {
-				errs = append(errs, field.Invalid(bp, "", "must specify exactly one of name or signerName"))
 			}
 		}
 	}
