@@ -61,7 +61,7 @@ func (e Escalation) Check(u *User, obj, old runtime.Object) error {
 	if u == nil || slices.Contains(u.Groups, config.MastersGroup) {
 		return nil
 	}
-	if old != nil && onlyGCFields(obj, old) {
+	if old != nil && OnlyGCFields(obj, old) {
 		return nil
 	}
 	switch o := obj.(type) {
@@ -187,11 +187,11 @@ func hasAggregation(r *rbacv1.ClusterRole) bool {
 	return r.AggregationRule != nil && len(r.AggregationRule.ClusterRoleSelectors) > 0
 }
 
-// onlyGCFields reports whether obj differs from old only in what the
+// OnlyGCFields reports whether obj differs from old only in what the
 // garbage collector and deletion change (upstream's
 // IsOnlyMutatingGCFields), and in the system metadata a write always
 // moves.
-func onlyGCFields(obj, old runtime.Object) bool {
+func OnlyGCFields(obj, old runtime.Object) bool {
 	cp := obj.DeepCopyObject()
 	cm, err1 := meta.Accessor(cp)
 	om, err2 := meta.Accessor(old)

@@ -156,6 +156,9 @@ var nodeRules = map[ruleKey]map[string]bool{
 	{"certificates.k8s.io", "certificatesigningrequests"}: verbs("create", "get", "list", "watch"),
 	{"storage.k8s.io", "csidrivers"}:                      verbs("get", "list", "watch"),
 	{"node.k8s.io", "runtimeclasses"}:                     verbs("get", "list", "watch"),
+	// Trust anchors for clusterTrustBundle projected volumes: public, so
+	// every node reads (and watches) them all, as upstream.
+	{"certificates.k8s.io", "clustertrustbundles"}: verbs("get", "list", "watch"),
 }
 
 // relation reports whether pod, bound to the node, references the object
