@@ -13,7 +13,10 @@ import (
 	"github.com/kelp-project/kelp/server/apiserver/auth"
 )
 
-var csrResource = certificatesv1.SchemeGroupVersion.WithResource("certificatesigningrequests")
+var (
+	csrResource                = certificatesv1.SchemeGroupVersion.WithResource("certificatesigningrequests")
+	clusterTrustBundleResource = certificatesv1.SchemeGroupVersion.WithResource("clustertrustbundles")
+)
 
 // certificateSigners is upstream's CertificateApproval and
 // CertificateSigning plugins: approving or denying a request (through
@@ -45,20 +48,55 @@ func (c certificateSigners) Validate(_ context.Context, a *Attributes) error {
 	default:
 		return nil
 	}
-	if c.allowed(a.User, verb, old.Spec.SignerName) {
+	if signerAllows(c.authz, a.User, verb, old.Spec.SignerName) {
 		return nil
 	}
 	return apierrors.NewForbidden(a.Resource.GroupResource(), a.Name,
 		fmt.Errorf("user not permitted to %s requests with signerName %q", verb, old.Spec.SignerName))
 }
 
-func (c certificateSigners) allowed(u *auth.User, verb, signer string) bool {
-	if c.authz == nil {
+// clusterTrustBundleAttest is upstream's ClusterTrustBundleAttest plugin:
+// creating or updating a ClusterTrustBundle linked to a signer needs the
+// verb attest on that signer, so only who speaks for a signer publishes
+// its trust anchors (and, by the name prefix validation requires, names
+// in its space). The new object's signer is checked: validation refuses
+// a change of signerName. An update that only moves what the garbage
+// collector and deletion change (owner references, finalizers) is not
+// checked, as upstream, so the collector and storage migration need no
+// attest permission.
+type clusterTrustBundleAttest struct{ authz auth.Authorizer }
+
+func (c clusterTrustBundleAttest) Validate(_ context.Context, a *Attributes) error {
+	if (a.Operation != "CREATE" && a.Operation != "UPDATE") || a.Resource.GroupResource() != clusterTrustBundleResource.GroupResource() {
+		return nil
+	}
+	b, ok := a.Object.(*certificatesv1.ClusterTrustBundle)
+	if !ok {
+		return apierrors.NewForbidden(a.Resource.GroupResource(), a.Name, fmt.Errorf("expected type ClusterTrustBundle, got: %T", a.Object))
+	}
+	if b.Spec.SignerName == "" {
+		return nil
+	}
+	if a.Operation == "UPDATE" && a.OldObject != nil && auth.OnlyGCFields(a.Object, a.OldObject) {
+		return nil
+	}
+	if signerAllows(c.authz, a.User, "attest", b.Spec.SignerName) {
+		return nil
+	}
+	return apierrors.NewForbidden(a.Resource.GroupResource(), a.Name,
+		fmt.Errorf("user not permitted to attest for signerName %q", b.Spec.SignerName))
+}
+
+// signerAllows is upstream's IsAuthorizedForSignerName: the verb on the
+// certificates.k8s.io signers resource named signer, or <domain>/* for
+// all of the domain's signers.
+func signerAllows(authz auth.Authorizer, u *auth.User, verb, signer string) bool {
+	if authz == nil {
 		return false
 	}
 	domain, _, _ := strings.Cut(signer, "/")
 	for _, name := range []string{signer, domain + "/*"} {
-		d, _ := c.authz.Authorize(u, auth.Attributes{IsResource: true, Verb: verb, Group: certificatesv1.GroupName, Version: "*",
+		d, _ := authz.Authorize(u, auth.Attributes{IsResource: true, Verb: verb, Group: certificatesv1.GroupName, Version: "*",
 			Resource: "signers", Name: name})
 		if d == auth.DecisionAllow {
 			return true
