@@ -137,6 +137,8 @@ type Kubelet struct {
 	volumes *objectCache[*corev1.PersistentVolume]
 	// tokens are the pods' service-account tokens (tokens.go).
 	tokens *tokenManager
+	// trustBundles answers clusterTrustBundle projections (trustbundles.go).
+	trustBundles *trustBundles
 
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
@@ -162,10 +164,12 @@ func New(cfg Config, client kubernetes.Interface, rt Runtime, recorder record.Ev
 	if cfg.CgroupRoot == "" {
 		cfg.CgroupRoot = config.CgroupRoot
 	}
-	return &Kubelet{cfg: cfg, client: client, runtime: rt, recorder: recorder, machine: nodestatus.Host{DataDir: cfg.DataDir},
+	k := &Kubelet{cfg: cfg, client: client, runtime: rt, recorder: recorder, machine: nodestatus.Host{DataDir: cfg.DataDir},
 		secrets: secretCache(client), configs: configMapCache(client), claims: claimCache(client), volumes: volumeCache(client),
 		tokens: newTokenManager(client), workers: map[types.UID]*podWorker{}, claimPaths: map[types.UID]map[string]string{},
 		admitted: map[types.UID]admission{}}
+	k.trustBundles = newTrustBundles(client, k.trustBundlesChanged)
+	return k
 }
 
 // Run registers the node, sets up the pod network, and runs pods until
@@ -201,6 +205,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	}()
 	k.node = reporter.Node
 	reporter.Start(ctx)
+	k.trustBundles.run(ctx)
 
 	factory := informers.NewSharedInformerFactoryWithOptions(k.client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
@@ -210,7 +215,8 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	// its node: its pods through spec.nodeName (above), Services for the
 	// pods' service links (a node may read them all), and Secrets,
 	// ConfigMaps, PersistentVolumeClaims and PersistentVolumes one by one
-	// (objects.go).
+	// (objects.go); ClusterTrustBundles, public, all of them once a pod
+	// projects one (trustbundles.go).
 	others := informers.NewSharedInformerFactory(k.client, 0)
 	podInf := factory.Core().V1().Pods()
 	k.podLister = podInf.Lister()
