@@ -53,3 +53,12 @@ func csrCondition(csr *certificatesv1.CertificateSigningRequest) string {
 	}
 	return status
 }
+
+func init() {
+	cells([]metav1.TableColumnDefinition{
+		nameColumn(),
+		column("SignerName", "string", certificatesv1.ClusterTrustBundleSpec{}.SwaggerDoc()["signerName"]),
+	}, func(b *certificatesv1.ClusterTrustBundle, _ time.Time) []interface{} {
+		return []interface{}{b.Name, orNone(b.Spec.SignerName)}
+	})
+}

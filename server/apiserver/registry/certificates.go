@@ -129,3 +129,30 @@ func stampConditions(csr, old *certificatesv1.CertificateSigningRequest, now tim
 		}
 	}
 }
+
+// clusterTrustBundles: X.509 trust anchors published for the cluster, as
+// upstream's clustertrustbundle strategy (served as certificates.k8s.io/v1,
+// GA in 1.37 and the only version kube-apiserver serves by default). A
+// bundle may be linked to a signer (spec.signerName, immutable, with the
+// name prefix validation requires); writing a linked bundle takes the
+// attest verb on that signer (the ClusterTrustBundleAttest admission
+// check). The kubelet projects bundles into pods' volumes
+// (projected.sources[].clusterTrustBundle); no controller of kelp
+// publishes any.
+func clusterTrustBundles() *Resource {
+	return &Resource{
+		GVR: gvr("certificates.k8s.io", "v1", "clustertrustbundles"), Kind: "ClusterTrustBundle",
+		Singular: "clustertrustbundle",
+		New:      func() runtime.Object { return &certificatesv1.ClusterTrustBundle{} },
+		NewList:  func() runtime.Object { return &certificatesv1.ClusterTrustBundleList{} },
+		Fields: func(o runtime.Object) fields.Set {
+			return fields.Set{"spec.signerName": o.(*certificatesv1.ClusterTrustBundle).Spec.SignerName}
+		},
+		Strategy: Strategy{
+			Default:              NoDefaults,
+			Validate:             validator(validation.ClusterTrustBundle),
+			ValidateUpdate:       updateValidator(validation.ClusterTrustBundleUpdate),
+			ValidateStatusUpdate: metaUpdate,
+		},
+	}
+}
