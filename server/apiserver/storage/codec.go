@@ -25,11 +25,13 @@ const MaxObjectBytes = 1536 * 1024
 type codec struct {
 	gvk   schema.GroupVersionKind
 	proto runtime.Serializer
+	// keepVersion: objects keep the version they carry (Config.MixedVersions).
+	keepVersion bool
 }
 
-func newCodec(gvk schema.GroupVersionKind, jsonEncoded bool) *codec {
+func newCodec(gvk schema.GroupVersionKind, jsonEncoded, keepVersion bool) *codec {
 	if jsonEncoded {
-		return &codec{gvk: gvk, proto: unstructuredJSON{}}
+		return &codec{gvk: gvk, proto: unstructuredJSON{}, keepVersion: keepVersion}
 	}
 	return &codec{gvk: gvk, proto: protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)}
 }
@@ -56,7 +58,7 @@ func (c *codec) encode(obj runtime.Object) ([]byte, error) {
 	rv := acc.GetResourceVersion()
 	acc.SetResourceVersion("")
 	defer acc.SetResourceVersion(rv)
-	obj.GetObjectKind().SetGroupVersionKind(c.gvk)
+	c.setKind(obj)
 	var buf bytes.Buffer
 	if err := c.proto.Encode(obj, &buf); err != nil {
 		return nil, err
@@ -71,11 +73,20 @@ func (c *codec) decode(data []byte, into runtime.Object, rev int64) (runtime.Obj
 	}
 	// Objects leave storage with their kind set: cached objects are shared
 	// by every reader, and encoding them must not need to mutate them.
-	obj.GetObjectKind().SetGroupVersionKind(c.gvk)
+	c.setKind(obj)
 	if err := setRV(obj, rev); err != nil {
 		return nil, err
 	}
 	return obj, nil
+}
+
+// setKind labels obj with the stored kind, unless the codec keeps the
+// version an object carries and it carries one.
+func (c *codec) setKind(obj runtime.Object) {
+	if c.keepVersion && !obj.GetObjectKind().GroupVersionKind().Empty() {
+		return
+	}
+	obj.GetObjectKind().SetGroupVersionKind(c.gvk)
 }
 
 func setRV(obj runtime.Object, rev int64) error {

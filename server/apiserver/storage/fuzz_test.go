@@ -176,7 +176,7 @@ func newFakeStore(t testing.TB) (*Store, *fakeKV) {
 	kv := &fakeKV{vals: map[string][]byte{}, mods: map[string]int64{}}
 	c := clientv3.NewCtxClient(context.Background())
 	c.KV = kv
-	s := &Store{client: c, gr: schema.GroupResource{Resource: "pods"}, prefix: podsPrefix, codec: newCodec(gvk, false),
+	s := &Store{client: c, gr: schema.GroupResource{Resource: "pods"}, prefix: podsPrefix, codec: newCodec(gvk, false, false),
 		newFunc: func() runtime.Object { return &corev1.Pod{} }, attrs: podAttrs}
 	rev := int64(fakeCompacted + 1)
 	add := func(ns, name string, lbl map[string]string, node string) {

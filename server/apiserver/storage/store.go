@@ -42,6 +42,14 @@ type Config struct {
 	// object is pruned and defaulted by its CRD's current schema on the
 	// way out of storage, as upstream's storage decoder does.
 	Decoded func(obj runtime.Object)
+	// MixedVersions keeps each JSON object in the apiVersion it was
+	// written in, read and written back alike (a Rewrite re-encrypts, it
+	// does not convert): a custom resource whose CRD converts by webhook
+	// may hold objects of an earlier storage version, which only the
+	// webhook can turn into the current one, so its reader converts them
+	// (apiserver's crdconversion.go). Without it an object is labelled
+	// with Kind's version, the conversion of strategy None.
+	MixedVersions bool
 }
 
 // Store is the storage of one resource: etcd for writes and consistent
@@ -71,7 +79,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		client:  cfg.Client,
 		gr:      cfg.Resource,
 		prefix:  cfg.Prefix,
-		codec:   newCodec(cfg.Kind, cfg.JSON),
+		codec:   newCodec(cfg.Kind, cfg.JSON, cfg.MixedVersions),
 		newFunc: cfg.NewFunc,
 		attrs:   cfg.Attrs,
 
