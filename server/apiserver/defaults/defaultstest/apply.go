@@ -14,6 +14,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -89,6 +90,16 @@ func Apply(obj runtime.Object) {
 		defaults.StorageClass(o)
 	case *storagev1.CSIDriver:
 		defaults.CSIDriver(o)
+
+	// resource/v1
+	case *resourcev1.ResourceClaim:
+		defaults.ResourceClaim(o)
+	case *resourcev1.ResourceClaimTemplate:
+		defaults.ResourceClaimTemplate(o)
+	case *resourcev1.ResourceSlice:
+		defaults.ResourceSlice(o)
+	case *resourcev1.DeviceTaintRule:
+		defaults.DeviceTaintRule(o)
 
 	// scheduling/v1
 	case *schedulingv1.PriorityClass:
