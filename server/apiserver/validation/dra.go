@@ -189,9 +189,13 @@ func validateDeviceClaim(claim *resourcev1.DeviceClaim, fldPath *field.Path, sto
 	names := gatherDRARequestNames(claim)
 	allErrs := validateDRASet(claim.Requests, resourcev1.DeviceRequestsMaxSize, fldPath.Child("requests"),
 		func(r resourcev1.DeviceRequest) string { return r.Name },
-		func(r resourcev1.DeviceRequest, p *field.Path) field.ErrorList { return validateDeviceRequest(r, p, stored) })
+		func(r resourcev1.DeviceRequest, p *field.Path) field.ErrorList {
+			return validateDeviceRequest(r, p, stored)
+		})
 	allErrs = append(allErrs, validateDRAList(claim.Constraints, resourcev1.DeviceConstraintsMaxSize, fldPath.Child("constraints"),
-		func(c resourcev1.DeviceConstraint, p *field.Path) field.ErrorList { return validateDeviceConstraint(c, p, names) })...)
+		func(c resourcev1.DeviceConstraint, p *field.Path) field.ErrorList {
+			return validateDeviceConstraint(c, p, names)
+		})...)
 	allErrs = append(allErrs, validateDRAList(claim.Config, resourcev1.DeviceConfigMaxSize, fldPath.Child("config"),
 		func(c resourcev1.DeviceClaimConfiguration, p *field.Path) field.ErrorList {
 			errs := validateRequestRefs(c.Requests, p.Child("requests"), names)
@@ -393,8 +397,12 @@ func validateResourceClaimStatus(status, old *resourcev1.ResourceClaimStatus, de
 		}
 	}
 	allErrs = append(allErrs, validateDRASet(status.Devices, -1, fldPath.Child("devices"),
-		func(d resourcev1.AllocatedDeviceStatus) string { return draDeviceID(d.Driver, d.Pool, d.Device, d.ShareID) },
-		func(d resourcev1.AllocatedDeviceStatus, p *field.Path) field.ErrorList { return validateAllocatedDeviceStatus(d, p, allocated) })...)
+		func(d resourcev1.AllocatedDeviceStatus) string {
+			return draDeviceID(d.Driver, d.Pool, d.Device, d.ShareID)
+		},
+		func(d resourcev1.AllocatedDeviceStatus, p *field.Path) field.ErrorList {
+			return validateAllocatedDeviceStatus(d, p, allocated)
+		})...)
 
 	if len(status.ReservedFor) > 0 {
 		if status.Allocation == nil {
@@ -597,7 +605,9 @@ func validateResourceSliceSpec(spec, old *resourcev1.ResourceSliceSpec, fldPath 
 	perDevice := spec.PerDeviceNodeSelection != nil && *spec.PerDeviceNodeSelection
 	allErrs = append(allErrs, validateDRASet(spec.Devices, maxDevices, fldPath.Child("devices"),
 		func(d resourcev1.Device) string { return d.Name },
-		func(d resourcev1.Device, p *field.Path) field.ErrorList { return validateDevice(d, oldDevice(old, d.Name), p, perDevice) })...)
+		func(d resourcev1.Device, p *field.Path) field.ErrorList {
+			return validateDevice(d, oldDevice(old, d.Name), p, perDevice)
+		})...)
 	allErrs = append(allErrs, validateDRASet(spec.SharedCounters, resourcev1.ResourceSliceMaxCounterSets, fldPath.Child("sharedCounters"),
 		func(c resourcev1.CounterSet) string { return c.Name },
 		func(c resourcev1.CounterSet, p *field.Path) field.ErrorList {
@@ -995,7 +1005,7 @@ func validateDeviceTaintRuleSpec(spec, old *resourcev1.DeviceTaintRuleSpec, fldP
 }
 
 var (
-	deviceTaintEffects = sets.New(resourcev1.DeviceTaintEffectNoSchedule, resourcev1.DeviceTaintEffectNoExecute, resourcev1.DeviceTaintEffectNone)
+	deviceTaintEffects  = sets.New(resourcev1.DeviceTaintEffectNoSchedule, resourcev1.DeviceTaintEffectNoExecute, resourcev1.DeviceTaintEffectNone)
 	deviceTolerationOps = []resourcev1.DeviceTolerationOperator{resourcev1.DeviceTolerationOpEqual, resourcev1.DeviceTolerationOpExists}
 )
 
