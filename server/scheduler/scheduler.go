@@ -37,6 +37,11 @@
 //
 // PostFilter: the basics of upstream's DefaultPreemption (preemption.go).
 //
+// DynamicResources: kelp has no DRA allocator, drivers or kubelet plugin
+// support, so a pod that names resourceClaims is rejected on every node
+// in PreFilter (dra.go) and stays Pending with that reason, rather than
+// being bound as if its devices were there.
+//
 // Not implemented: inter-pod
 // (anti-)affinity, explicit topologySpreadConstraints, the other volume
 // plugins (VolumeRestrictions, VolumeZone, NodeVolumeLimits), storage
@@ -393,6 +398,11 @@ func (s *Scheduler) schedulePod(pi *podInfo) (string, *volumePlan, error) {
 			return "", nil, fe
 		}
 		ps.volumes = vols
+	}
+	// PreFilter (DynamicResources): kelp allocates no claims (dra.go).
+	if msg := dynamicResourcesPreFilter(pi.pod); msg != "" {
+		fe.preFilterMsg = msg
+		return "", nil, fe
 	}
 	feasible := make([]*nodeInfo, 0, len(all))
 	for _, ni := range all {
