@@ -7,12 +7,14 @@ import (
 	"sync"
 
 	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
 	"github.com/kelp-project/kelp/config"
 	"github.com/kelp-project/kelp/server/controllers"
+	"github.com/kelp-project/kelp/server/controllers/apfconfig"
 	"github.com/kelp-project/kelp/server/controllers/clusterroleaggregation"
 	"github.com/kelp-project/kelp/server/controllers/crd"
 	"github.com/kelp-project/kelp/server/controllers/cronjob"
@@ -139,11 +141,30 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 	if err := crd.Run(ctx, apiext); err != nil {
 		return nil, err
 	}
+	// So does API Priority and Fairness's config controller, kube-apiserver's own.
+	if err := runAPFConfig(ctx, apiext); err != nil {
+		return nil, err
+	}
 	run("kube-scheduler", sched, func(ctx context.Context, t *controllers.Toolkit) error {
 		go scheduler.New(t.Client, t.Informer, t.Recorder(scheduler.SchedulerName), cfg.SchedulerBackoff).Run(ctx)
 		return nil
 	})
 	return wg.Wait, nil
+}
+
+// runAPFConfig starts the flowcontrol configuration's controller
+// (apfconfig) on its own informers, as the API server's loopback user.
+func runAPFConfig(ctx context.Context, rc *rest.Config) error {
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	factory := informers.NewSharedInformerFactory(client, 0)
+	fc := factory.Flowcontrol().V1()
+	c := apfconfig.New(client.FlowcontrolV1(), fc.FlowSchemas(), fc.PriorityLevelConfigurations())
+	factory.Start(ctx.Done())
+	go c.Run(ctx)
+	return nil
 }
 
 // startManifests writes the packaged manifests into

@@ -26,6 +26,7 @@ import (
 	"github.com/kelp-project/kelp/embedded/etcd"
 	"github.com/kelp-project/kelp/server/apiserver"
 	"github.com/kelp-project/kelp/server/bootstrappolicy"
+	"github.com/kelp-project/kelp/server/controllers/apfconfig"
 	"github.com/kelp-project/kelp/server/controllers/nodelifecycle"
 	"github.com/kelp-project/kelp/server/controllers/podgc"
 	"github.com/kelp-project/kelp/server/pki"
@@ -331,6 +332,11 @@ func bootstrap(ctx context.Context, api *apiserver.Server, cfg Config, ca *pki.C
 	api.SetLoopback(loopback)
 	if err := bootstrappolicy.Reconcile(ctx, loopback); err != nil {
 		return fmt.Errorf("rbac bootstrap policy: %w", err)
+	}
+	// API Priority and Fairness's mandatory and suggested configuration
+	// (kube-apiserver's priority-and-fairness-config-producer hook).
+	if err := apfconfig.Ensure(ctx, loopback.FlowcontrolV1()); err != nil {
+		return fmt.Errorf("flowcontrol configuration: %w", err)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ package printers
 
 import (
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -50,6 +51,10 @@ func TableFor(obj runtime.Object, now time.Time) (*metav1.Table, error) {
 		table.Rows = defaultRows(items)
 	} else {
 		table.ColumnDefinitions = p.columns
+		if isList && p.order != nil {
+			items = slices.Clone(items)
+			slices.SortStableFunc(items, p.order)
+		}
 		table.Rows = make([]metav1.TableRow, 0, len(items))
 		for _, item := range items {
 			row, err := p.print(item, now)
@@ -77,6 +82,9 @@ func TableFor(obj runtime.Object, now time.Time) (*metav1.Table, error) {
 type printer struct {
 	columns []metav1.TableColumnDefinition
 	print   func(obj runtime.Object, now time.Time) (metav1.TableRow, error)
+	// order, when set, is the order of a list's rows, where upstream's
+	// printer sorts them (FlowSchemas by matching precedence).
+	order func(a, b runtime.Object) int
 }
 
 // registry is keyed by the pointer type of a single item (e.g. *corev1.Pod);
@@ -117,6 +125,14 @@ func rows[T any](columns []metav1.TableColumnDefinition, fn func(obj *T, now tim
 			return row, nil
 		},
 	}, reflect.TypeOf((*T)(nil)))
+}
+
+// ordered sets the order of the rows of a list of T, whose printer is
+// registered already.
+func ordered[T any](cmp func(a, b *T) int) {
+	registry[reflect.TypeOf((*T)(nil))].order = func(a, b runtime.Object) int {
+		return cmp(any(a).(*T), any(b).(*T))
+	}
 }
 
 type typeMismatchError struct{ want, got reflect.Type }

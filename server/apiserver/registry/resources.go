@@ -34,6 +34,8 @@ func All(opts Options) []*Resource {
 		runtimeClasses(),
 		// scheduling.k8s.io/v1
 		priorityClasses(),
+		// flowcontrol.apiserver.k8s.io/v1
+		flowSchemas(), priorityLevelConfigurations(),
 		// authentication.k8s.io/v1 and authorization.k8s.io/v1: reviews.
 		tokenReviews(), selfSubjectReviews(), selfSubjectAccessReviews(), selfSubjectRulesReviews(), subjectAccessReviews(), localSubjectAccessReviews(),
 		// storage.k8s.io/v1
