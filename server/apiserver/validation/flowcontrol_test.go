@@ -72,11 +72,17 @@ func TestFlowSchemaRules(t *testing.T) {
 			[]want{{field.ErrorTypeNotSupported, rule + ".resourceRules[0].verbs", ""}}},
 		{"namespaced rule without namespaces", func(fs *flowcontrolv1.FlowSchema) { fs.Spec.Rules[0].ResourceRules[0].Namespaces = nil },
 			[]want{{field.ErrorTypeRequired, rule + ".resourceRules[0].namespaces", "not cluster scoped"}}},
-		{"bad namespace", func(fs *flowcontrolv1.FlowSchema) { fs.Spec.Rules[0].ResourceRules[0].Namespaces = []string{"Not_A_Label"} },
+		{"bad namespace", func(fs *flowcontrolv1.FlowSchema) {
+			fs.Spec.Rules[0].ResourceRules[0].Namespaces = []string{"Not_A_Label"}
+		},
 			[]want{{field.ErrorTypeInvalid, rule + ".resourceRules[0].namespaces[0]", "must be '*' or a DNS-1123 label"}}},
-		{"infix wildcard URL", func(fs *flowcontrolv1.FlowSchema) { fs.Spec.Rules[0].NonResourceRules[0].NonResourceURLs = []string{"/api/*/x"} },
+		{"infix wildcard URL", func(fs *flowcontrolv1.FlowSchema) {
+			fs.Spec.Rules[0].NonResourceRules[0].NonResourceURLs = []string{"/api/*/x"}
+		},
 			[]want{{field.ErrorTypeInvalid, rule + ".nonResourceRules[0].nonResourceURLs[0]", "wildcard can only do suffix matching"}}},
-		{"relative URL", func(fs *flowcontrolv1.FlowSchema) { fs.Spec.Rules[0].NonResourceRules[0].NonResourceURLs = []string{"healthz"} },
+		{"relative URL", func(fs *flowcontrolv1.FlowSchema) {
+			fs.Spec.Rules[0].NonResourceRules[0].NonResourceURLs = []string{"healthz"}
+		},
 			[]want{{field.ErrorTypeInvalid, rule + ".nonResourceRules[0].nonResourceURLs[0]", "must start with slash"}}},
 		{"duplicate condition", func(fs *flowcontrolv1.FlowSchema) {
 			fs.Status.Conditions = []flowcontrolv1.FlowSchemaCondition{{Type: "Dangling"}, {Type: "Dangling"}}
@@ -162,22 +168,34 @@ func TestPriorityLevelConfigurationRules(t *testing.T) {
 		{"limited with exempt", func(pl *flowcontrolv1.PriorityLevelConfiguration) {
 			pl.Spec.Exempt = &flowcontrolv1.ExemptPriorityLevelConfiguration{}
 		}, []want{{field.ErrorTypeForbidden, "spec.exempt", ""}}},
-		{"negative shares", func(pl *flowcontrolv1.PriorityLevelConfiguration) { pl.Spec.Limited.NominalConcurrencyShares = ptr.To(int32(-1)) },
+		{"negative shares", func(pl *flowcontrolv1.PriorityLevelConfiguration) {
+			pl.Spec.Limited.NominalConcurrencyShares = ptr.To(int32(-1))
+		},
 			[]want{{field.ErrorTypeInvalid, lim + ".nominalConcurrencyShares", "must be a non-negative integer"}}},
-		{"lendable over 100", func(pl *flowcontrolv1.PriorityLevelConfiguration) { pl.Spec.Limited.LendablePercent = ptr.To(int32(101)) },
+		{"lendable over 100", func(pl *flowcontrolv1.PriorityLevelConfiguration) {
+			pl.Spec.Limited.LendablePercent = ptr.To(int32(101))
+		},
 			[]want{{field.ErrorTypeInvalid, lim + ".lendablePercent", "between 0 and 100"}}},
-		{"negative borrowing", func(pl *flowcontrolv1.PriorityLevelConfiguration) { pl.Spec.Limited.BorrowingLimitPercent = ptr.To(int32(-1)) },
+		{"negative borrowing", func(pl *flowcontrolv1.PriorityLevelConfiguration) {
+			pl.Spec.Limited.BorrowingLimitPercent = ptr.To(int32(-1))
+		},
 			[]want{{field.ErrorTypeInvalid, lim + ".borrowingLimitPercent", ""}}},
-		{"reject with queuing", func(pl *flowcontrolv1.PriorityLevelConfiguration) { pl.Spec.Limited.LimitResponse.Type = flowcontrolv1.LimitResponseTypeReject },
+		{"reject with queuing", func(pl *flowcontrolv1.PriorityLevelConfiguration) {
+			pl.Spec.Limited.LimitResponse.Type = flowcontrolv1.LimitResponseTypeReject
+		},
 			[]want{{field.ErrorTypeForbidden, lim + ".limitResponse.queuing", ""}}},
 		{"queue without queuing", func(pl *flowcontrolv1.PriorityLevelConfiguration) { pl.Spec.Limited.LimitResponse.Queuing = nil },
 			[]want{{field.ErrorTypeRequired, lim + ".limitResponse.queuing", ""}}},
-		{"hand larger than deck", func(pl *flowcontrolv1.PriorityLevelConfiguration) { pl.Spec.Limited.LimitResponse.Queuing.HandSize = 65 },
+		{"hand larger than deck", func(pl *flowcontrolv1.PriorityLevelConfiguration) {
+			pl.Spec.Limited.LimitResponse.Queuing.HandSize = 65
+		},
 			[]want{{field.ErrorTypeInvalid, lim + ".limitResponse.queuing.handSize", "should not be greater than queues (64)"}}},
 		{"too much entropy", func(pl *flowcontrolv1.PriorityLevelConfiguration) {
 			pl.Spec.Limited.LimitResponse.Queuing.Queues, pl.Spec.Limited.LimitResponse.Queuing.HandSize = 10000000, 40
 		}, []want{{field.ErrorTypeInvalid, lim + ".limitResponse.queuing.handSize", "required entropy bits"}}},
-		{"too many queues", func(pl *flowcontrolv1.PriorityLevelConfiguration) { pl.Spec.Limited.LimitResponse.Queuing.Queues = 10000001 },
+		{"too many queues", func(pl *flowcontrolv1.PriorityLevelConfiguration) {
+			pl.Spec.Limited.LimitResponse.Queuing.Queues = 10000001
+		},
 			[]want{{field.ErrorTypeInvalid, lim + ".limitResponse.queuing.queues", "must not be greater than 10000000"}}},
 		{"v1beta3 round-trip annotation", func(pl *flowcontrolv1.PriorityLevelConfiguration) {
 			pl.Annotations = map[string]string{"flowcontrol.k8s.io/v1beta3-preserve-zero-concurrency-shares": "true"}

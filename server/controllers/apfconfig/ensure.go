@@ -127,7 +127,9 @@ func Ensure(ctx context.Context, client flowcontrolclient.FlowcontrolV1Interface
 			return pointers(l.Items), nil
 		})
 	plKind := priorityLevelKind(pl,
-		func(name string) (*flowcontrolv1.PriorityLevelConfiguration, error) { return pl.Get(ctx, name, metav1.GetOptions{}) },
+		func(name string) (*flowcontrolv1.PriorityLevelConfiguration, error) {
+			return pl.Get(ctx, name, metav1.GetOptions{})
+		},
 		func() ([]*flowcontrolv1.PriorityLevelConfiguration, error) {
 			l, err := pl.List(ctx, metav1.ListOptions{})
 			if err != nil {
