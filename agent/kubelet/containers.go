@@ -135,6 +135,7 @@ func (w *podWorker) containerSpec(ctx context.Context, pod *corev1.Pod, c *corev
 		labels[labelInit] = "true"
 	}
 	labels[labelImage], labels[labelImageID] = img.Ref, img.ID
+	labels[labelResources] = encodeResources(c.Resources)
 	vars := map[string]string{}
 	for _, kv := range env {
 		if k, v, ok := strings.Cut(kv, "="); ok {

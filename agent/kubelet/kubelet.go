@@ -53,6 +53,9 @@ type Runtime interface {
 	CreateContainer(ctx context.Context, spec runtime.ContainerSpec) error
 	StartContainer(ctx context.Context, id string) error
 	StopContainer(ctx context.Context, id string, grace time.Duration) error
+	// UpdateContainerResources changes a running container's cgroup
+	// limits in place and merges labels into its labels (resize.go).
+	UpdateContainerResources(ctx context.Context, id string, res runtime.Resources, labels map[string]string) error
 	RemoveContainer(ctx context.Context, id string) error
 	ContainerStatus(ctx context.Context, id string) (runtime.ContainerStatus, error)
 	ListContainers(ctx context.Context, labels map[string]string) ([]runtime.ContainerStatus, error)

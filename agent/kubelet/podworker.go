@@ -75,6 +75,10 @@ type podWorker struct {
 	// reports from then on, whatever its containers did).
 	deadline *time.Timer
 	failed   *waitingState
+	// alloc is the pod's allocated resources and resize its resize
+	// conditions (resize.go); alloc is read by other workers too.
+	alloc  allocation
+	resize resizeState
 }
 
 type waitingState struct{ reason, message string }
@@ -249,6 +253,10 @@ func (w *podWorker) sync(pod *corev1.Pod, gone bool) bool {
 		w.postStatus(ctx, pod, inst)
 		return false
 	}
+	// From here on the pod is as allocated: a resize the node cannot take
+	// yet leaves its containers as they are, and a restarted one gets
+	// what was allocated.
+	pod = w.syncResize(ctx, pod, inst)
 	if w.syncInit(ctx, pod, inst) {
 		for i := range pod.Spec.Containers {
 			w.syncContainer(ctx, pod, &pod.Spec.Containers[i], inst[pod.Spec.Containers[i].Name], false)
@@ -257,7 +265,8 @@ func (w *podWorker) sync(pod *corev1.Pod, gone bool) bool {
 	inst, _ = w.instances(ctx)
 	w.probes.Sync(pod, w.podIP.String(), running(pod, inst))
 	w.postStatus(ctx, pod, inst)
-	w.retry = len(w.waiting) > 0
+	// A deferred or failed resize is tried again at the next resync.
+	w.retry = len(w.waiting) > 0 || w.resize.pending != nil || w.resize.inProgress != nil
 	return false
 }
 

@@ -53,8 +53,10 @@ func (k *Kubelet) patchStatus(ctx context.Context, pod *corev1.Pod, st corev1.Po
 // container, IPs, QoS class and start time. Transition times are kept
 // from the previous status while a condition does not change.
 func (w *podWorker) podStatus(pod *corev1.Pod, inst map[string][]runtime.ContainerStatus) corev1.PodStatus {
+	// observedGeneration: the generation this status answers (a resize
+	// is done when it has caught up and no resize condition is left).
 	st := corev1.PodStatus{QOSClass: pod.Status.QOSClass, HostIP: w.k.cfg.NodeIP,
-		HostIPs: []corev1.HostIP{{IP: w.k.cfg.NodeIP}}}
+		HostIPs: []corev1.HostIP{{IP: w.k.cfg.NodeIP}}, ObservedGeneration: pod.Generation}
 	if !w.startTime.IsZero() {
 		t := metav1.NewTime(w.startTime.Truncate(time.Second))
 		st.StartTime = &t
@@ -105,6 +107,7 @@ func (w *podWorker) podStatus(pod *corev1.Pod, inst map[string][]runtime.Contain
 	if !initDone && len(pod.Spec.InitContainers) > 0 {
 		st.Conditions[2].Reason, st.Conditions[3].Reason = "PodInitializing", "PodInitializing"
 	}
+	st.Conditions = append(st.Conditions, w.resizeConditions()...)
 	for i := range st.Conditions {
 		c := &st.Conditions[i]
 		if c.Status == corev1.ConditionFalse && c.Reason == "ContainersNotReady" {
@@ -129,7 +132,8 @@ func (w *podWorker) podStatus(pod *corev1.Pod, inst map[string][]runtime.Contain
 	// Conditions set by others (DisruptionTarget, readiness gates) stay.
 	for _, c := range pod.Status.Conditions {
 		switch c.Type {
-		case corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady, corev1.PodScheduled:
+		case corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady, corev1.PodScheduled,
+			corev1.PodResizePending, corev1.PodResizeInProgress:
 		default:
 			st.Conditions = append(st.Conditions, c)
 		}
@@ -138,7 +142,8 @@ func (w *podWorker) podStatus(pod *corev1.Pod, inst map[string][]runtime.Contain
 }
 
 func (w *podWorker) condition(pod *corev1.Pod, typ corev1.PodConditionType, ok bool, reason string) corev1.PodCondition {
-	c := corev1.PodCondition{Type: typ, Status: corev1.ConditionFalse, Reason: reason, LastTransitionTime: metav1.NewTime(time.Now().Truncate(time.Second))}
+	c := corev1.PodCondition{Type: typ, Status: corev1.ConditionFalse, Reason: reason, ObservedGeneration: pod.Generation,
+		LastTransitionTime: metav1.NewTime(time.Now().Truncate(time.Second))}
 	if ok {
 		c.Status = corev1.ConditionTrue
 	}
@@ -229,6 +234,7 @@ func (w *podWorker) containerStatus(pod *corev1.Pod, c *corev1.Container, inst [
 		if len(inst) > 1 {
 			cs.LastTerminationState = w.state(pod, c, inst[len(inst)-2])
 		}
+		w.containerResourcesStatus(&cs, c, last)
 		if last.State == runtime.StateRunning {
 			started := w.probes.Started(last.ID)
 			cs.Started = &started

@@ -133,6 +133,30 @@ next:
 
 func (r *Runtime) Exits() <-chan string { return r.exits }
 
+// UpdateContainerResources changes a running container's resources in
+// place: its spec's Resources become res and labels are merged into its
+// labels. A container that is not running cannot be updated, as a task
+// that is gone cannot.
+func (r *Runtime) UpdateContainerResources(_ context.Context, id string, res runtime.Resources, labels map[string]string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.record("update %s", id)
+	c, ok := r.containers[id]
+	if !ok || c.State != runtime.StateRunning {
+		return fmt.Errorf("%w: no running task %s", runtime.ErrNotFound, id)
+	}
+	merged := maps.Clone(c.Labels)
+	if merged == nil {
+		merged = map[string]string{}
+	}
+	maps.Copy(merged, labels)
+	c.Labels = merged
+	spec := r.specs[id]
+	spec.Resources, spec.Labels = res, merged
+	r.specs[id] = spec
+	return nil
+}
+
 // fakeLayout spells parents as the cgroupfs driver does.
 var fakeLayout, _ = cgroups.NewLayout(cgroups.Cgroupfs, "/kubepods")
 
