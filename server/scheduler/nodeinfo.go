@@ -84,8 +84,12 @@ type podInfo struct {
 
 func newPodInfo(pod *v1.Pod) *podInfo {
 	pi := &podInfo{pod: pod}
-	pi.request = resourcesFromList(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}))
-	nz := resourcesFromList(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{NonMissingContainerRequests: nonZeroDefaults}))
+	// UseStatusResources, as upstream with InPlacePodVerticalScaling: a
+	// pod being resized counts each container at the largest of its
+	// spec, its allocated and its actual resources (status), its spec
+	// alone once the kubelet found the resize infeasible.
+	pi.request = resourcesFromList(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{UseStatusResources: true}))
+	nz := resourcesFromList(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{UseStatusResources: true, NonMissingContainerRequests: nonZeroDefaults}))
 	pi.nonZero = resources{MilliCPU: nz.MilliCPU, Memory: nz.Memory}
 	pi.ports = hostports.Of(pod)
 	for _, ref := range pod.OwnerReferences {
