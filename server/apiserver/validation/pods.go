@@ -28,6 +28,9 @@ type podSpecContext struct {
 	// extraVolumes are names a template may mount without declaring them
 	// in spec.volumes: a StatefulSet's volumeClaimTemplates.
 	extraVolumes []string
+	// restartPolicy is the pod's, which bounds the containers'
+	// resizePolicy (set by validatePodSpec).
+	restartPolicy corev1.RestartPolicy
 }
 
 var (
@@ -293,6 +296,7 @@ func validatePodTemplateSpec(t *corev1.PodTemplateSpec, fldPath *field.Path, ctx
 
 // validatePodSpec is upstream's ValidatePodSpec for the fields that matter.
 func validatePodSpec(spec *corev1.PodSpec, fldPath *field.Path, ctx podSpecContext) field.ErrorList {
+	ctx.restartPolicy = spec.RestartPolicy
 	vols, allErrs := validateVolumes(spec.Volumes, fldPath.Child("volumes"))
 	for _, name := range ctx.extraVolumes {
 		if _, ok := vols[name]; !ok {
@@ -476,6 +480,15 @@ func validateContainers(spec *corev1.PodSpec, vols map[string]corev1.VolumeSourc
 			allErrs = append(allErrs, field.NotSupported(p.Child("restartPolicy"), *c.RestartPolicy, []corev1.ContainerRestartPolicy{corev1.ContainerRestartPolicyAlways}))
 		}
 		if !sidecar {
+			// A plain init container has finished before any resize
+			// could restart it.
+			for j, rp := range c.ResizePolicy {
+				if rp.RestartPolicy == corev1.RestartContainer {
+					allErrs = append(allErrs, field.Invalid(p.Child("resizePolicy").Index(j).Child("restartPolicy"), rp.RestartPolicy, "must not be set to 'RestartContainer' for non-sidecar initContainers"))
+				}
+			}
+		}
+		if !sidecar {
 			// Plain init containers run to completion once: hooks and
 			// probes have no meaning for them.
 			msg := "may not be set for init containers without restartPolicy=Always"
@@ -564,7 +577,7 @@ func validateContainer(c *corev1.Container, vols map[string]corev1.VolumeSource,
 	allErrs = append(allErrs, validateRequiredEnum(c.TerminationMessagePolicy, supportedTerminationMessagePolicies, p.Child("terminationMessagePolicy"))...)
 	allErrs = append(allErrs, validateRequiredEnum(c.ImagePullPolicy, supportedPullPolicies, p.Child("imagePullPolicy"))...)
 	allErrs = append(allErrs, validateSecurityContext(c.SecurityContext, p.Child("securityContext"))...)
-	allErrs = append(allErrs, validateResizePolicy(c.ResizePolicy, p.Child("resizePolicy"))...)
+	allErrs = append(allErrs, validateResizePolicy(c.ResizePolicy, p.Child("resizePolicy"), ctx.restartPolicy)...)
 	return allErrs
 }
 
@@ -1013,7 +1026,7 @@ func sortedNames(l corev1.ResourceList) []corev1.ResourceName {
 	return names
 }
 
-func validateResizePolicy(policies []corev1.ContainerResizePolicy, fldPath *field.Path) field.ErrorList {
+func validateResizePolicy(policies []corev1.ContainerResizePolicy, fldPath *field.Path, podRestartPolicy corev1.RestartPolicy) field.ErrorList {
 	var errs field.ErrorList
 	seen := sets.New[corev1.ResourceName]()
 	for i, p := range policies {
@@ -1033,6 +1046,11 @@ func validateResizePolicy(policies []corev1.ContainerResizePolicy, fldPath *fiel
 			errs = append(errs, field.Required(ip.Child("restartPolicy"), ""))
 		default:
 			errs = append(errs, field.NotSupported(ip.Child("restartPolicy"), p.RestartPolicy, []corev1.ResourceResizeRestartPolicy{corev1.NotRequired, corev1.RestartContainer}))
+		}
+		// A pod that never restarts its containers cannot restart one
+		// to resize it.
+		if podRestartPolicy == corev1.RestartPolicyNever && p.RestartPolicy != corev1.NotRequired {
+			errs = append(errs, field.Invalid(fldPath, p.RestartPolicy, "must be 'NotRequired' when pod `restartPolicy` is 'Never'"))
 		}
 	}
 	return errs
