@@ -95,7 +95,7 @@ func newChain(t *testing.T, ns *fakeNamespaces) *Chain {
 				return ns
 			case corev1.SchemeGroupVersion.WithResource("serviceaccounts"):
 				return accounts
-			case corev1.SchemeGroupVersion.WithResource("pods"):
+			case corev1.SchemeGroupVersion.WithResource("pods"), corev1.SchemeGroupVersion.WithResource("nodes"):
 				return &fakeObjects{}
 			case storageClassesResource, runtimeClassesResource, ingressClassesResource, limitRangesResource, resourceQuotasResource, priorityClassesResource:
 				return &fakeObjects{}

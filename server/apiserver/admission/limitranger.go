@@ -42,7 +42,7 @@ func (l limitRanger) limits(ctx context.Context, namespace string) ([]corev1.Lim
 }
 
 func (l limitRanger) Admit(ctx context.Context, a *Attributes) error {
-	pod, ok := creatingPod(a)
+	pod, ok := rangedPod(a)
 	if !ok {
 		return nil
 	}
@@ -111,7 +111,7 @@ func defaultResources(c *corev1.Container, def corev1.ResourceRequirements, what
 
 func (l limitRanger) Validate(ctx context.Context, a *Attributes) error {
 	var check func(items []corev1.LimitRangeItem) []error
-	if pod, ok := creatingPod(a); ok {
+	if pod, ok := rangedPod(a); ok {
 		check = func(items []corev1.LimitRangeItem) []error { return podWithinLimits(pod, items) }
 	} else if pvc, ok := a.Object.(*corev1.PersistentVolumeClaim); ok && a.Resource.GroupResource() == pvcsResource && a.Subresource == "" &&
 		(a.Operation == "CREATE" || a.Operation == "UPDATE") {
@@ -261,4 +261,15 @@ func sortedNames(l corev1.ResourceList) []corev1.ResourceName {
 	}
 	sort.Slice(names, func(i, j int) bool { return names[i] < names[j] })
 	return names
+}
+
+// rangedPod returns the pod of a write LimitRanger judges: a pod's
+// create, and, as upstream, a resize through pods/resize, whose new
+// requests and limits must fit the namespace's ranges too.
+func rangedPod(a *Attributes) (*corev1.Pod, bool) {
+	if a.Operation == "UPDATE" && a.Resource.GroupResource() == podsResource.GroupResource() && a.Subresource == "resize" {
+		p, ok := a.Object.(*corev1.Pod)
+		return p, ok
+	}
+	return creatingPod(a)
 }
