@@ -416,6 +416,8 @@ func TestColumns(t *testing.T) {
 		{&networkingv1.IngressList{}, []string{"Name", "Class", "Hosts", "Address", "Ports", "Age"}},
 		{&networkingv1.IngressClassList{}, []string{"Name", "Controller", "Parameters", "Age"}},
 		{&networkingv1.NetworkPolicyList{}, []string{"Name", "Pod-Selector", "Age"}},
+		{&networkingv1.ServiceCIDRList{}, []string{"Name", "CIDRs", "Age"}},
+		{&networkingv1.IPAddressList{}, []string{"Name", "ParentRef"}},
 		{&corev1.NodeList{}, []string{"Name", "Status", "Roles", "Age", "Version", "+Internal-IP", "+External-IP", "+OS-Image", "+Kernel-Version", "+Container-Runtime"}},
 		{&corev1.NamespaceList{}, []string{"Name", "Status", "Age"}},
 		{&corev1.SecretList{}, []string{"Name", "Type", "Data", "Age"}},
@@ -796,6 +798,16 @@ func TestIngressCells(t *testing.T) {
 	np := &networkingv1.NetworkPolicy{ObjectMeta: objMeta("deny"), Spec: networkingv1.NetworkPolicySpec{PodSelector: *appSelector()}}
 	assertCells(t, cellsOf(t, np), []interface{}{"deny", "app=web", "5m"})
 	assertColumn(t, cellByColumn(t, &networkingv1.NetworkPolicy{ObjectMeta: objMeta("all")}), "Pod-Selector", "<none>")
+
+	sc := &networkingv1.ServiceCIDR{ObjectMeta: objMeta("kubernetes"), Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.43.0.0/16", "fd00:43::/112"}}}
+	assertCells(t, cellsOf(t, sc), []interface{}{"kubernetes", "10.43.0.0/16,fd00:43::/112", "5m"})
+	svcIP := &networkingv1.IPAddress{ObjectMeta: objMeta("10.43.0.1"),
+		Spec: networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{Resource: "services", Namespace: "default", Name: "kubernetes"}}}
+	assertCells(t, cellsOf(t, svcIP), []interface{}{"10.43.0.1", "services/default/kubernetes"})
+	gwIP := &networkingv1.IPAddress{ObjectMeta: objMeta("203.0.113.9"),
+		Spec: networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{Group: "Gateway.Networking.k8s.io", Resource: "gateways", Name: "gw"}}}
+	assertCells(t, cellsOf(t, gwIP), []interface{}{"203.0.113.9", "gateways.gateway.networking.k8s.io/gw"})
+	assertColumn(t, cellByColumn(t, &networkingv1.IPAddress{ObjectMeta: objMeta("10.43.0.2")}), "ParentRef", "<none>")
 }
 
 func TestNodeCells(t *testing.T) {

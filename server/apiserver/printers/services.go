@@ -13,6 +13,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // listLimit is how many endpoints, ports or hosts a cell shows before
@@ -122,6 +123,23 @@ func init() {
 			params += "/" + p.Name
 		}
 		return []interface{}{ic.Name, ic.Spec.Controller, params, age(ic.ObjectMeta, now)}
+	})
+
+	cells([]metav1.TableColumnDefinition{
+		nameColumn(),
+		column("CIDRs", "string", networkingv1.ServiceCIDRSpec{}.SwaggerDoc()["cidrs"]),
+		ageColumn(),
+	}, func(sc *networkingv1.ServiceCIDR, now time.Time) []interface{} {
+		return []interface{}{sc.Name, strings.Join(sc.Spec.CIDRs, ","), age(sc.ObjectMeta, now)}
+	})
+
+	// Upstream declares no Age column for IPAddresses (its row has an
+	// age cell beyond the columns, which kubectl does not show).
+	cells([]metav1.TableColumnDefinition{
+		nameColumn(),
+		column("ParentRef", "string", networkingv1.IPAddressSpec{}.SwaggerDoc()["parentRef"]),
+	}, func(ip *networkingv1.IPAddress, now time.Time) []interface{} {
+		return []interface{}{ip.Name, ipAddressParent(ip.Spec.ParentRef)}
 	})
 
 	cells([]metav1.TableColumnDefinition{
@@ -252,4 +270,17 @@ func ingressHosts(rules []networkingv1.IngressRule) string {
 		return fmt.Sprintf("%s + %d more...", strings.Join(hosts, ","), len(rules)-listLimit)
 	}
 	return strings.Join(hosts, ",")
+}
+
+// ipAddressParent is an IPAddress's parentRef as upstream prints it:
+// "services/default/kubernetes", "<resource>.<group>/<name>" when cluster-scoped.
+func ipAddressParent(ref *networkingv1.ParentReference) string {
+	if ref == nil {
+		return "<none>"
+	}
+	out := strings.ToLower(schema.GroupResource{Group: ref.Group, Resource: ref.Resource}.String())
+	if ref.Namespace != "" {
+		out += "/" + ref.Namespace
+	}
+	return out + "/" + ref.Name
 }

@@ -109,6 +109,42 @@ func priorityClasses() *Resource {
 	}
 }
 
+// serviceCIDRs: the ranges Service cluster IPs come from. The default one,
+// "kubernetes", is --service-cidr, made Ready at start (the API server's
+// bootstrap); kelp allocates only from it, so any other is stored and
+// validated but not used, which its create's warning says.
+func serviceCIDRs() *Resource {
+	return &Resource{
+		GVR: gvr("networking.k8s.io", "v1", "servicecidrs"), Kind: "ServiceCIDR", Singular: "servicecidr",
+		New: func() runtime.Object { return &networkingv1.ServiceCIDR{} }, NewList: func() runtime.Object { return &networkingv1.ServiceCIDRList{} },
+		Status:       true,
+		NoController: "kelp allocates Service cluster IPs only from the default ServiceCIDR \"kubernetes\" (--service-cidr): this range is stored but no IP is handed out from it",
+		Strategy: Strategy{
+			Default:              NoDefaults,
+			Validate:             validator(validation.ServiceCIDR),
+			ValidateUpdate:       updateValidator(validation.ServiceCIDRUpdate),
+			ValidateStatusUpdate: metaUpdate,
+		},
+	}
+}
+
+// ipAddresses: one object per allocated IP, named by it. A Service's
+// cluster IP is the IPAddress the allocator creates (its parentRef the
+// Service, server/apiserver/allocator); one a user creates reserves its IP
+// from Services too.
+func ipAddresses() *Resource {
+	return &Resource{
+		GVR: gvr("networking.k8s.io", "v1", "ipaddresses"), Kind: "IPAddress", Singular: "ipaddress", ShortNames: []string{"ip"},
+		New: func() runtime.Object { return &networkingv1.IPAddress{} }, NewList: func() runtime.Object { return &networkingv1.IPAddressList{} },
+		Strategy: Strategy{
+			Default:              NoDefaults,
+			Validate:             validator(validation.IPAddress),
+			ValidateUpdate:       updateValidator(validation.IPAddressUpdate),
+			ValidateStatusUpdate: metaUpdate,
+		},
+	}
+}
+
 func networkPolicies() *Resource {
 	return &Resource{
 		GVR: gvr("networking.k8s.io", "v1", "networkpolicies"), Kind: "NetworkPolicy", Singular: "networkpolicy", ShortNames: []string{"netpol"}, Namespaced: true,

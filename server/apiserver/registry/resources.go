@@ -29,7 +29,7 @@ func All(opts Options) []*Resource {
 		// rbac.authorization.k8s.io/v1
 		roles(), roleBindings(), clusterRoles(), clusterRoleBindings(),
 		// networking.k8s.io/v1
-		ingresses(), ingressClasses(), networkPolicies(),
+		ingresses(), ingressClasses(), networkPolicies(), serviceCIDRs(), ipAddresses(),
 		// node.k8s.io/v1
 		runtimeClasses(),
 		// scheduling.k8s.io/v1

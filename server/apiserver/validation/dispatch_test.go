@@ -81,6 +81,10 @@ func Validate(obj runtime.Object) field.ErrorList {
 		return Ingress(o)
 	case *networkingv1.IngressClass:
 		return IngressClass(o)
+	case *networkingv1.ServiceCIDR:
+		return ServiceCIDR(o)
+	case *networkingv1.IPAddress:
+		return IPAddress(o)
 	case *nodev1.RuntimeClass:
 		return RuntimeClass(o)
 
@@ -167,6 +171,10 @@ func ValidateUpdate(obj, old runtime.Object) field.ErrorList {
 		return EndpointSliceUpdate(o, old.(*discoveryv1.EndpointSlice))
 	case *nodev1.RuntimeClass:
 		return RuntimeClassUpdate(o, old.(*nodev1.RuntimeClass))
+	case *networkingv1.ServiceCIDR:
+		return ServiceCIDRUpdate(o, old.(*networkingv1.ServiceCIDR))
+	case *networkingv1.IPAddress:
+		return IPAddressUpdate(o, old.(*networkingv1.IPAddress))
 	case *networkingv1.IngressClass:
 		errs := GenericUpdate(o, old, Validate)
 		return append(errs, validateImmutable(o.Spec.Controller, old.(*networkingv1.IngressClass).Spec.Controller, specPath.Child("controller"))...)

@@ -298,3 +298,102 @@ func IngressClass(ic *networkingv1.IngressClass) field.ErrorList {
 	}
 	return allErrs
 }
+
+// nameIsIP is the IPAddress name rule: the IP in canonical form (upstream's
+// ValidateIPAddressName; IPAddresses have no generateName).
+func nameIsIP(name string, _ bool) []string {
+	var msgs []string
+	for _, err := range validation.IsValidIP(&field.Path{}, name) {
+		msgs = append(msgs, err.Detail)
+	}
+	return msgs
+}
+
+// IPAddress is upstream's ValidateIPAddress: the name is an IP, and the
+// parentRef names what holds it (group optional, since Services are in
+// the core group).
+func IPAddress(ip *networkingv1.IPAddress) field.ErrorList {
+	allErrs := validateObjectMeta(&ip.ObjectMeta, false, nameIsIP)
+	p := specPath.Child("parentRef")
+	ref := ip.Spec.ParentRef
+	if ref == nil {
+		return append(allErrs, field.Required(p, ""))
+	}
+	if ref.Group != "" {
+		allErrs = append(allErrs, validateDNS1123Subdomain(ref.Group, p.Child("group"))...)
+	}
+	if ref.Resource == "" {
+		allErrs = append(allErrs, field.Required(p.Child("resource"), ""))
+	} else {
+		allErrs = append(allErrs, validateName(ref.Resource, nameIsPathSegment, p.Child("resource"))...)
+	}
+	if ref.Name == "" {
+		allErrs = append(allErrs, field.Required(p.Child("name"), ""))
+	} else {
+		allErrs = append(allErrs, validateName(ref.Name, nameIsPathSegment, p.Child("name"))...)
+	}
+	if ref.Namespace != "" {
+		allErrs = append(allErrs, validateName(ref.Namespace, nameIsPathSegment, p.Child("namespace"))...)
+	}
+	return allErrs
+}
+
+// IPAddressUpdate is upstream's strategy: the object is valid and its
+// parentRef never changes.
+func IPAddressUpdate(ip, old *networkingv1.IPAddress) field.ErrorList {
+	errs := dedupe(append(validateMetaUpdateOf(ip, old), IPAddress(ip)...))
+	return append(errs, validateImmutable(ip.Spec.ParentRef, old.Spec.ParentRef, specPath.Child("parentRef"))...)
+}
+
+// ServiceCIDR is upstream's ValidateServiceCIDR: one or two canonical
+// CIDRs, two only of different families.
+func ServiceCIDR(sc *networkingv1.ServiceCIDR) field.ErrorList {
+	allErrs := validateObjectMeta(&sc.ObjectMeta, false, nameIsDNSSubdomain)
+	return append(allErrs, validateServiceCIDRSpec(&sc.Spec)...)
+}
+
+var serviceCIDRsPath = specPath.Child("cidrs")
+
+func validateServiceCIDRSpec(spec *networkingv1.ServiceCIDRSpec) field.ErrorList {
+	switch n := len(spec.CIDRs); {
+	case n == 0:
+		return field.ErrorList{field.Required(serviceCIDRsPath, "at least one CIDR required")}
+	case n > 2:
+		return field.ErrorList{field.Invalid(serviceCIDRsPath, spec, "may only hold up to 2 values")}
+	}
+	var allErrs field.ErrorList
+	for i, cidr := range spec.CIDRs {
+		allErrs = append(allErrs, validation.IsValidCIDR(serviceCIDRsPath.Index(i), cidr)...)
+	}
+	if len(spec.CIDRs) == 2 {
+		a, errA := netip.ParsePrefix(spec.CIDRs[0])
+		b, errB := netip.ParsePrefix(spec.CIDRs[1])
+		if errA == nil && errB == nil && a.Addr().Is4() == b.Addr().Is4() {
+			allErrs = append(allErrs, field.Invalid(serviceCIDRsPath, spec.CIDRs, "may specify no more than one IP for each IP family, i.e 192.168.0.0/24 and 2001:db8::/64"))
+		}
+	}
+	return allErrs
+}
+
+// ServiceCIDRUpdate is upstream's ValidateServiceCIDRUpdate: the CIDRs are
+// immutable, except that a single-stack range may gain a second CIDR of the
+// other family (to turn dual-stack).
+func ServiceCIDRUpdate(sc, old *networkingv1.ServiceCIDR) field.ErrorList {
+	allErrs := validateMetaUpdateOf(sc, old)
+	switch {
+	case len(old.Spec.CIDRs) == len(sc.Spec.CIDRs):
+		for i, cidr := range old.Spec.CIDRs {
+			if cidr != sc.Spec.CIDRs[i] {
+				allErrs = append(allErrs, field.Invalid(serviceCIDRsPath.Index(i), sc.Spec.CIDRs[i], fieldImmutableMsg))
+			}
+		}
+	case len(old.Spec.CIDRs) == 1 && len(sc.Spec.CIDRs) == 2:
+		if sc.Spec.CIDRs[0] != old.Spec.CIDRs[0] {
+			allErrs = append(allErrs, field.Invalid(serviceCIDRsPath.Index(0), sc.Spec.CIDRs[0], fieldImmutableMsg))
+		}
+		allErrs = append(allErrs, validateServiceCIDRSpec(&sc.Spec)...)
+	default:
+		allErrs = append(allErrs, field.Invalid(serviceCIDRsPath, sc.Spec.CIDRs, fieldImmutableMsg))
+	}
+	return allErrs
+}

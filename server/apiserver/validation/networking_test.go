@@ -90,3 +90,83 @@ func TestPodDisruptionBudget(t *testing.T) {
 	status.Status.DisruptionsAllowed = -1
 	expectErrors(t, ValidateStatusUpdate(status, old), []want{{field.ErrorTypeInvalid, "status.disruptionsAllowed", ""}})
 }
+
+func TestIPAddress(t *testing.T) {
+	ip := &networkingv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "10.43.0.1"},
+		Spec: networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{Resource: "services", Namespace: "default", Name: "kubernetes"}}}
+	expectErrors(t, Validate(ip), nil)
+	v6 := ip.DeepCopy()
+	v6.Name = "fe80::42:1dff:fe84:f9e2"
+	v6.Spec.ParentRef = &networkingv1.ParentReference{Group: "mygroup", Resource: "myresources", Namespace: "foo", Name: "bar"}
+	expectErrors(t, Validate(v6), nil)
+
+	for name, detail := range map[string]string{
+		"10.043.0.1":   "must not have leading 0s",
+		"fe80::0:1":    `must be in canonical form ("fe80::1")`,
+		"10.43.0.0/16": "must be a valid IP address",
+		"kubernetes":   "must be a valid IP address",
+	} {
+		bad := ip.DeepCopy()
+		bad.Name = name
+		expectErrors(t, Validate(bad), []want{{field.ErrorTypeInvalid, "metadata.name", detail}})
+	}
+	noRef := ip.DeepCopy()
+	noRef.Spec.ParentRef = nil
+	expectErrors(t, Validate(noRef), []want{{field.ErrorTypeRequired, "spec.parentRef", ""}})
+	badRef := ip.DeepCopy()
+	badRef.Spec.ParentRef = &networkingv1.ParentReference{Group: "Not_A_Group", Namespace: "a/b", Name: ".."}
+	expectErrors(t, Validate(badRef), []want{
+		{field.ErrorTypeInvalid, "spec.parentRef.group", ""},
+		{field.ErrorTypeRequired, "spec.parentRef.resource", ""},
+		{field.ErrorTypeInvalid, "spec.parentRef.name", "may not be '..'"},
+		{field.ErrorTypeInvalid, "spec.parentRef.namespace", "may not contain '/'"},
+	})
+
+	// Labels and annotations may change; the parentRef may not.
+	upd := ip.DeepCopy()
+	upd.ResourceVersion = "2"
+	upd.Annotations = map[string]string{"updated": "true"}
+	expectErrors(t, ValidateUpdate(upd, ip), nil)
+	upd.Spec.ParentRef = &networkingv1.ParentReference{Resource: "services", Namespace: "default", Name: "other"}
+	expectErrors(t, ValidateUpdate(upd, ip), []want{{field.ErrorTypeInvalid, "spec.parentRef", "field is immutable"}})
+}
+
+func TestServiceCIDR(t *testing.T) {
+	sc := &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: "kubernetes"},
+		Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.43.0.0/16"}}}
+	expectErrors(t, Validate(sc), nil)
+	dual := sc.DeepCopy()
+	dual.Spec.CIDRs = append(dual.Spec.CIDRs, "fd00:43::/112")
+	expectErrors(t, Validate(dual), nil)
+
+	for _, tc := range []struct {
+		cidrs []string
+		want  want
+	}{
+		{nil, want{field.ErrorTypeRequired, "spec.cidrs", "at least one CIDR required"}},
+		{[]string{"10.0.0.0/16", "fd00::/64", "10.1.0.0/16"}, want{field.ErrorTypeInvalid, "spec.cidrs", "may only hold up to 2 values"}},
+		{[]string{"10.0.0.0/16", "10.1.0.0/16"}, want{field.ErrorTypeInvalid, "spec.cidrs", "may specify no more than one IP for each IP family"}},
+		{[]string{"10.0.0.1/16"}, want{field.ErrorTypeInvalid, "spec.cidrs[0]", "must not have bits set beyond the prefix length"}},
+		{[]string{"fd00:0::/64"}, want{field.ErrorTypeInvalid, "spec.cidrs[0]", `must be in canonical form ("fd00::/64")`}},
+		{[]string{"10.0.0.0"}, want{field.ErrorTypeInvalid, "spec.cidrs[0]", ""}},
+	} {
+		bad := sc.DeepCopy()
+		bad.Spec.CIDRs = tc.cidrs
+		expectErrors(t, Validate(bad), []want{tc.want})
+	}
+	bad := sc.DeepCopy()
+	bad.Name = "Not_A_Name"
+	expectErrors(t, Validate(bad), []want{{field.ErrorTypeInvalid, "metadata.name", ""}})
+
+	// The CIDRs are immutable, but a single-stack range may turn dual-stack.
+	upd := dual.DeepCopy()
+	upd.ResourceVersion = "2"
+	expectErrors(t, ValidateUpdate(upd, sc), nil)
+	upd.Spec.CIDRs = []string{"10.44.0.0/16"}
+	expectErrors(t, ValidateUpdate(upd, sc), []want{{field.ErrorTypeInvalid, "spec.cidrs[0]", "field is immutable"}})
+	upd.Spec.CIDRs = []string{"10.44.0.0/16", "fd00:43::/112"}
+	expectErrors(t, ValidateUpdate(upd, sc), []want{{field.ErrorTypeInvalid, "spec.cidrs[0]", "field is immutable"}})
+	upd.Spec.CIDRs = []string{"10.43.0.0/16", "10.44.0.0/16"}
+	expectErrors(t, ValidateUpdate(upd, sc), []want{{field.ErrorTypeInvalid, "spec.cidrs", "may specify no more than one IP for each IP family"}})
+	expectErrors(t, ValidateUpdate(sc, dual), []want{{field.ErrorTypeInvalid, "spec.cidrs", "field is immutable"}})
+}
