@@ -61,3 +61,59 @@ func webhookDefaults(fp **admissionregistrationv1.FailurePolicyType, mp **admiss
 		cc.Service.Port = &p
 	}
 }
+
+// ValidatingAdmissionPolicy is upstream's v1 defaulting: the policy fails
+// closed, and its matchConstraints are defaulted as MatchResources.
+func ValidatingAdmissionPolicy(p *admissionregistrationv1.ValidatingAdmissionPolicy) {
+	if p.Spec.FailurePolicy == nil {
+		f := admissionregistrationv1.Fail
+		p.Spec.FailurePolicy = &f
+	}
+	matchResources(p.Spec.MatchConstraints)
+}
+
+// ValidatingAdmissionPolicyBinding defaults its matchResources.
+func ValidatingAdmissionPolicyBinding(b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+	matchResources(b.Spec.MatchResources)
+}
+
+// MutatingAdmissionPolicy is ValidatingAdmissionPolicy's defaulting.
+func MutatingAdmissionPolicy(p *admissionregistrationv1.MutatingAdmissionPolicy) {
+	if p.Spec.FailurePolicy == nil {
+		f := admissionregistrationv1.Fail
+		p.Spec.FailurePolicy = &f
+	}
+	matchResources(p.Spec.MatchConstraints)
+}
+
+// MutatingAdmissionPolicyBinding defaults its matchResources.
+func MutatingAdmissionPolicyBinding(b *admissionregistrationv1.MutatingAdmissionPolicyBinding) {
+	matchResources(b.Spec.MatchResources)
+}
+
+// matchResources is upstream's SetDefaults_MatchResources (matchPolicy
+// Equivalent, selectors matching everything) plus SetDefaults_Rule on
+// every rule: scope "*".
+func matchResources(m *admissionregistrationv1.MatchResources) {
+	if m == nil {
+		return
+	}
+	if m.MatchPolicy == nil {
+		p := admissionregistrationv1.Equivalent
+		m.MatchPolicy = &p
+	}
+	if m.NamespaceSelector == nil {
+		m.NamespaceSelector = &metav1.LabelSelector{}
+	}
+	if m.ObjectSelector == nil {
+		m.ObjectSelector = &metav1.LabelSelector{}
+	}
+	for _, rules := range [][]admissionregistrationv1.NamedRuleWithOperations{m.ResourceRules, m.ExcludeResourceRules} {
+		for i := range rules {
+			if rules[i].Scope == nil {
+				s := admissionregistrationv1.AllScopes
+				rules[i].Scope = &s
+			}
+		}
+	}
+}

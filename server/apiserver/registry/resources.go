@@ -44,6 +44,7 @@ func All(opts Options) []*Resource {
 		customResourceDefinitions(),
 		// admissionregistration.k8s.io/v1
 		mutatingWebhookConfigurations(), validatingWebhookConfigurations(),
+		validatingAdmissionPolicies(), validatingAdmissionPolicyBindings(), mutatingAdmissionPolicies(), mutatingAdmissionPolicyBindings(),
 		// certificates.k8s.io/v1
 		certificateSigningRequests(),
 	}

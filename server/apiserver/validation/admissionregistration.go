@@ -270,6 +270,14 @@ var matchConditionCompiler = sync.OnceValue(func() plugincel.Compiler {
 // validateMatchConditions is upstream's: at most 64, names unique
 // qualified names, expressions required and compiling to a bool.
 func validateMatchConditions(conds []admissionregistrationv1.MatchCondition, p *field.Path) field.ErrorList {
+	return validateMatchConditionsIn(conds, p, false, nil)
+}
+
+// validateMatchConditionsIn compiles the conditions with params declared
+// when the policy has a paramKind; an expression stored before (in stored)
+// compiles in the environment of stored expressions, as upstream's
+// update validation.
+func validateMatchConditionsIn(conds []admissionregistrationv1.MatchCondition, p *field.Path, hasParams bool, stored sets.Set[string]) field.ErrorList {
 	var allErrs field.ErrorList
 	if len(conds) > 64 {
 		allErrs = append(allErrs, field.TooMany(p, len(conds), 64))
@@ -293,18 +301,34 @@ func validateMatchConditions(conds []admissionregistrationv1.MatchCondition, p *
 		// upstream's validateCELCondition, in the environment of new
 		// expressions
 		res := matchConditionCompiler().CompileCELExpression(&matchconditions.MatchCondition{Expression: strings.TrimSpace(c.Expression)},
-			plugincel.OptionalVariableDeclarations{HasAuthorizer: true}, environment.NewExpressions)
-		if res.Error != nil {
-			ep := cp.Child("expression")
-			switch res.Error.Type {
-			case apiservercel.ErrorTypeRequired:
-				allErrs = append(allErrs, field.Required(ep, res.Error.Detail))
-			case apiservercel.ErrorTypeInvalid:
-				allErrs = append(allErrs, field.Invalid(ep, c.Expression, res.Error.Detail))
-			default:
-				allErrs = append(allErrs, field.InternalError(ep, res.Error))
-			}
-		}
+			plugincel.OptionalVariableDeclarations{HasParams: hasParams, HasAuthorizer: true}, envType(stored, c.Expression))
+		allErrs = append(allErrs, celError(cp.Child("expression"), c.Expression, res.Error)...)
 	}
 	return allErrs
+}
+
+// envType is the CEL environment an expression compiles in: a new
+// expression gets the current one, one already stored the one of stored
+// expressions (which may know more), so an update never fails on what was
+// accepted before.
+func envType(stored sets.Set[string], expression string) environment.Type {
+	if stored.Has(expression) {
+		return environment.StoredExpressions
+	}
+	return environment.NewExpressions
+}
+
+// celError is upstream's convertCELErrorToValidationError: a compilation
+// error as the field error of its type.
+func celError(p *field.Path, expression string, err *apiservercel.Error) field.ErrorList {
+	if err == nil {
+		return nil
+	}
+	switch err.Type {
+	case apiservercel.ErrorTypeRequired:
+		return field.ErrorList{field.Required(p, err.Detail)}
+	case apiservercel.ErrorTypeInvalid:
+		return field.ErrorList{field.Invalid(p, expression, err.Detail)}
+	}
+	return field.ErrorList{field.InternalError(p, err)}
 }
