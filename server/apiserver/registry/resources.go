@@ -46,7 +46,9 @@ func All(opts Options) []*Resource {
 		mutatingWebhookConfigurations(), validatingWebhookConfigurations(),
 		validatingAdmissionPolicies(), validatingAdmissionPolicyBindings(), mutatingAdmissionPolicies(), mutatingAdmissionPolicyBindings(),
 		// certificates.k8s.io/v1
-		certificateSigningRequests(),
+		certificateSigningRequests(), clusterTrustBundles(),
+		// resource.k8s.io/v1
+		deviceClasses(), resourceClaims(), resourceClaimTemplates(), resourceSlices(), deviceTaintRules(),
 	}
 }
 
