@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 
 	"github.com/sirupsen/logrus"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,7 +24,7 @@ import (
 )
 
 // Bootstrap creates what every cluster starts with: the four system
-// namespaces, the two system PriorityClasses and the default/kubernetes Service, whose endpoints point at this API server. It goes through the normal write path, so defaults and
+// namespaces, the two system PriorityClasses, the default ServiceCIDR and the default/kubernetes Service, whose endpoints point at this API server. It goes through the normal write path, so defaults and
 // validation apply. It also reconciles Service allocations with the
 // Services that exist, freeing anything a crash left behind. /readyz
 // reports ready only after it succeeds.
@@ -49,6 +51,9 @@ func (s *Server) bootstrap(ctx context.Context) error {
 		}
 	}
 	if err := s.repairAllocations(ctx); err != nil {
+		return err
+	}
+	if err := s.ensureDefaultServiceCIDR(ctx); err != nil {
 		return err
 	}
 	svcr := s.live().resources[schema.GroupVersionResource{Version: "v1", Resource: "services"}]
@@ -118,6 +123,49 @@ func (s *Server) ensureCurrent(ctx context.Context, sv *served, ns string, obj r
 		return next, nil
 	}, false)
 	return err
+}
+
+// defaultServiceCIDR is the name of the ServiceCIDR of --service-cidr,
+// upstream's.
+const defaultServiceCIDR = "kubernetes"
+
+// serviceCIDRFinalizer is upstream's servicecidr controller's finalizer,
+// which holds a ServiceCIDR while IPs in it are allocated.
+const serviceCIDRFinalizer = "networking.k8s.io/service-cidr-finalizer"
+
+// ensureDefaultServiceCIDR creates the ServiceCIDR of the range the
+// allocator hands cluster IPs out of and marks it Ready, as upstream's
+// default ServiceCIDR controller does. It carries upstream's finalizer,
+// which nothing in kelp removes: the default/kubernetes Service's IP is
+// always in the range, and upstream holds a range while any IP in it is
+// allocated. A ServiceCIDR that exists with other CIDRs (the flag changed
+// since it was made) is left as it is, and its status alone: the allocator
+// follows the flag.
+func (s *Server) ensureDefaultServiceCIDR(ctx context.Context) error {
+	scr := s.live().resources[schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "servicecidrs"}]
+	want := []string{s.services.CIDR()}
+	if err := s.ensure(ctx, scr, "", &networkingv1.ServiceCIDR{
+		ObjectMeta: metav1.ObjectMeta{Name: defaultServiceCIDR, Finalizers: []string{serviceCIDRFinalizer}},
+		Spec:       networkingv1.ServiceCIDRSpec{CIDRs: want},
+	}); err != nil {
+		return err
+	}
+	_, err := s.updateObject(ctx, scr, requestInfo{Name: defaultServiceCIDR}, "status", func(cur runtime.Object) (runtime.Object, error) {
+		sc := cur.(*networkingv1.ServiceCIDR)
+		if !slices.Equal(sc.Spec.CIDRs, want) {
+			logrus.Warnf("the default ServiceCIDR %q has CIDRs %v, not --service-cidr %v: Service cluster IPs come from %v", defaultServiceCIDR, sc.Spec.CIDRs, want, want)
+			return sc, nil
+		}
+		if sc.DeletionTimestamp == nil && !meta.IsStatusConditionPresentAndEqual(sc.Status.Conditions, networkingv1.ServiceCIDRConditionReady, metav1.ConditionTrue) {
+			meta.SetStatusCondition(&sc.Status.Conditions, metav1.Condition{Type: networkingv1.ServiceCIDRConditionReady,
+				Status: metav1.ConditionTrue, Message: "Kubernetes default Service CIDR is ready"})
+		}
+		return sc, nil
+	}, false)
+	if err != nil {
+		return fmt.Errorf("bootstrap servicecidrs: %w", err)
+	}
+	return nil
 }
 
 func (s *Server) repairAllocations(ctx context.Context) error {

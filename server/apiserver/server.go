@@ -208,6 +208,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		byType[reflect.TypeOf(r.New())] = r
 	}
 	s.tbl.Store(t)
+	// A cluster IP is claimed by creating its IPAddress object.
+	svc.UseIPAddresses(t.stores[schema.GroupResource{Group: "networking.k8s.io", Resource: "ipaddresses"}])
 	s.openapi = openapi.New(specs)
 	// Server-side apply defaults what it merges with the kind's own rules.
 	s.fields = apply.New(func(obj runtime.Object) {

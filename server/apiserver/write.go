@@ -176,7 +176,9 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, info requestInfo
 func (s *Server) updateObject(ctx context.Context, sv *served, info requestInfo, subresource string, next func(current runtime.Object) (runtime.Object, error), dry bool) (runtime.Object, error) {
 	key := sv.store.Key(info.Namespace, info.Name)
 	var releases []func()
+	var replaced runtime.Object // the object the stored write replaced
 	out, deleted, err := sv.store.Update(ctx, key, func(cur runtime.Object) (runtime.Object, error) {
+		replaced = cur
 		obj, err := next(cur)
 		if err != nil {
 			return nil, err
@@ -227,8 +229,11 @@ func (s *Server) updateObject(ctx context.Context, sv *served, info requestInfo,
 		}
 		return nil, err
 	}
-	if deleted {
+	switch {
+	case deleted:
 		released(ctx, sv, out, dry)
+	case sv.Allocator != nil:
+		sv.Allocator.ReleaseReplaced(ctx, out, replaced, dry)
 	}
 	return out, nil
 }

@@ -1,7 +1,9 @@
 // Package allocator hands out Service ClusterIPs and NodePorts. Each
 // allocated value is a key in etcd, created in a transaction that fails if
 // it exists, so two API servers (or two racing requests) can never hand out
-// the same address.
+// the same address. A cluster IP's key is its networking.k8s.io/v1
+// IPAddress object (ipaddress.go), as upstream's MultiCIDRServiceAllocator
+// keeps it; a node port's key is a bare key under portPrefix.
 package allocator
 
 import (
@@ -14,11 +16,15 @@ import (
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/kelp-project/kelp/server/apiserver/storage"
 )
 
 const (
-	ipPrefix   = "/registry/ranges/serviceips/"
-	portPrefix = "/registry/ranges/servicenodeports/"
+	// legacyIPPrefix held cluster IPs before they were IPAddress objects;
+	// Repair removes what an older kelp left there.
+	legacyIPPrefix = "/registry/ranges/serviceips/"
+	portPrefix     = "/registry/ranges/servicenodeports/"
 )
 
 // ErrAllocated means a requested value is already taken.
@@ -40,7 +46,10 @@ func (e ErrOutOfRange) Error() string {
 
 // Services allocates from one service CIDR and one node port range.
 type Services struct {
-	client   *clientv3.Client
+	client *clientv3.Client
+	// ips is the IPAddress storage, where each cluster IP is claimed
+	// (UseIPAddresses); nil until the API server has opened it.
+	ips      *storage.Store
 	cidr     netip.Prefix
 	size     uint64 // usable addresses: the network address is excluded
 	portBase int
@@ -67,6 +76,10 @@ func NewServices(_ context.Context, client *clientv3.Client, cidr, ports string)
 	return &Services{client: client, cidr: p, size: 1<<bits - 2, portBase: base, portSize: top - base + 1}, nil
 }
 
+// CIDR is the service CIDR, canonical ("10.43.0.0/16"): the default
+// ServiceCIDR's spec.
+func (s *Services) CIDR() string { return s.cidr.String() }
+
 // FirstIP is the range's first usable address, kept for default/kubernetes.
 func (s *Services) FirstIP() string { return s.ipAt(0).String() }
 
@@ -83,79 +96,85 @@ func (s *Services) ipAt(offset uint64) netip.Addr {
 // AllocateIP claims ip for owner, or a free address when ip is "".
 // Dynamic allocation prefers the upper part of the range, leaving the
 // lower part to addresses that users and kelp itself pick statically.
-func (s *Services) AllocateIP(ctx context.Context, ip, owner string) (string, error) {
+// fresh is false when owner already held the requested ip (a retried or
+// repeated write): undoing a failed write must then leave it held.
+func (s *Services) AllocateIP(ctx context.Context, ip, owner string) (got string, fresh bool, err error) {
 	if ip != "" {
 		a, err := netip.ParseAddr(ip)
 		if err != nil || !s.cidr.Contains(a) || a == s.cidr.Addr() || a == s.ipAt(s.size) {
-			return "", ErrOutOfRange{Kind: "IP", Value: ip, Range: s.cidr.String()}
+			return "", false, ErrOutOfRange{Kind: "IP", Value: ip, Range: s.cidr.String()}
 		}
-		return ip, s.claim(ctx, ipPrefix+ip, owner, ip)
+		held, err := s.claimIP(ctx, ip, owner)
+		return ip, !held, err
 	}
 	static := min(max(16, s.size/16), 256)
 	if static >= s.size {
 		static = 0
 	}
+	// A dynamic pick is a free address: one the owner holds already is
+	// taken like any other.
+	try := func(cand string) (bool, error) {
+		held, err := s.claimIP(ctx, cand, owner)
+		if _, taken := err.(ErrAllocated); taken || held {
+			return false, nil
+		}
+		return err == nil, err
+	}
 	for range 32 {
 		cand := s.ipAt(static + rand.Uint64N(s.size-static)).String()
-		if err := s.claim(ctx, ipPrefix+cand, owner, cand); err == nil {
-			return cand, nil
-		} else if _, taken := err.(ErrAllocated); !taken {
-			return "", err
+		if ok, err := try(cand); ok || err != nil {
+			return cand, ok, err
 		}
 	}
 	for off := uint64(0); off < s.size; off++ {
 		cand := s.ipAt((static + off) % s.size).String()
-		if err := s.claim(ctx, ipPrefix+cand, owner, cand); err == nil {
-			return cand, nil
+		if ok, err := try(cand); ok || err != nil {
+			return cand, ok, err
 		}
 	}
-	return "", ErrFull{Range: s.cidr.String()}
+	return "", false, ErrFull{Range: s.cidr.String()}
 }
 
-// AllocatePort claims port for owner, or a free port when port is 0.
-func (s *Services) AllocatePort(ctx context.Context, port int, owner string) (int, error) {
+// AllocatePort claims port for owner, or a free port when port is 0;
+// fresh as AllocateIP's.
+func (s *Services) AllocatePort(ctx context.Context, port int, owner string) (got int, fresh bool, err error) {
 	if port != 0 {
 		if port < s.portBase || port >= s.portBase+s.portSize {
-			return 0, ErrOutOfRange{Kind: "port", Value: strconv.Itoa(port), Range: fmt.Sprintf("%d-%d", s.portBase, s.portBase+s.portSize-1)}
+			return 0, false, ErrOutOfRange{Kind: "port", Value: strconv.Itoa(port), Range: fmt.Sprintf("%d-%d", s.portBase, s.portBase+s.portSize-1)}
 		}
-		return port, s.claim(ctx, portPrefix+strconv.Itoa(port), owner, strconv.Itoa(port))
+		held, err := s.claim(ctx, portPrefix+strconv.Itoa(port), owner, strconv.Itoa(port))
+		return port, !held, err
 	}
 	start := rand.IntN(s.portSize)
 	for i := 0; i < s.portSize; i++ {
 		cand := s.portBase + (start+i)%s.portSize
-		err := s.claim(ctx, portPrefix+strconv.Itoa(cand), owner, strconv.Itoa(cand))
-		if err == nil {
-			return cand, nil
+		held, err := s.claim(ctx, portPrefix+strconv.Itoa(cand), owner, strconv.Itoa(cand))
+		if _, taken := err.(ErrAllocated); taken || held {
+			continue
 		}
-		if _, taken := err.(ErrAllocated); !taken {
-			return 0, err
-		}
+		return cand, err == nil, err
 	}
-	return 0, ErrFull{Range: fmt.Sprintf("%d-%d", s.portBase, s.portBase+s.portSize-1)}
+	return 0, false, ErrFull{Range: fmt.Sprintf("%d-%d", s.portBase, s.portBase+s.portSize-1)}
 }
 
 // claim creates the key for owner. Claiming a value the same owner already
-// holds succeeds, so a retried write does not fail on its own allocation.
-func (s *Services) claim(ctx context.Context, key, owner, value string) error {
+// holds succeeds with held set, so a retried write does not fail on its
+// own allocation.
+func (s *Services) claim(ctx context.Context, key, owner, value string) (held bool, err error) {
 	resp, err := s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, owner)).
 		Else(clientv3.OpGet(key)).Commit()
 	if err != nil {
-		return err
+		return false, err
 	}
 	if resp.Succeeded {
-		return nil
+		return false, nil
 	}
 	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 && string(kvs[0].Value) == owner {
-		return nil
+		return true, nil
 	}
-	return ErrAllocated{Value: value}
-}
-
-// ReleaseIP frees ip if owner holds it.
-func (s *Services) ReleaseIP(ctx context.Context, ip, owner string) {
-	s.release(ctx, ipPrefix+ip, owner)
+	return false, ErrAllocated{Value: value}
 }
 
 // ReleasePort frees port if owner holds it.
@@ -167,37 +186,4 @@ func (s *Services) release(ctx context.Context, key, owner string) {
 	_, _ = s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.Value(key), "=", owner)).
 		Then(clientv3.OpDelete(key)).Commit()
-}
-
-// Repair makes the allocation keys match the Services that exist: values
-// whose owner is gone or no longer uses them are freed, and values in use
-// but unrecorded are claimed. inUse maps owner to its IPs and ports.
-func (s *Services) Repair(ctx context.Context, inUse map[string][]string) error {
-	want := map[string]string{}
-	for owner, vals := range inUse {
-		for _, v := range vals {
-			if _, err := strconv.Atoi(v); err == nil {
-				want[portPrefix+v] = owner
-			} else {
-				want[ipPrefix+v] = owner
-			}
-		}
-	}
-	for _, prefix := range []string{ipPrefix, portPrefix} {
-		resp, err := s.client.Get(ctx, prefix, clientv3.WithPrefix())
-		if err != nil {
-			return err
-		}
-		for _, kv := range resp.Kvs {
-			if owner, ok := want[string(kv.Key)]; !ok || owner != string(kv.Value) {
-				s.release(ctx, string(kv.Key), string(kv.Value))
-			}
-		}
-	}
-	for key, owner := range want {
-		if err := s.claim(ctx, key, owner, key); err != nil {
-			return fmt.Errorf("repair %s: %w", key, err)
-		}
-	}
-	return nil
 }

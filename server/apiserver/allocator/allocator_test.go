@@ -10,8 +10,14 @@ import (
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kelp-project/kelp/embedded/etcd"
+	"github.com/kelp-project/kelp/server/apiserver/storage"
 )
 
 func startEtcd(t *testing.T) *clientv3.Client {
@@ -32,7 +38,44 @@ func newServices(t *testing.T, client *clientv3.Client, cidr, ports string) *Ser
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.UseIPAddresses(ipAddressStore(t, client))
 	return s
+}
+
+// ipAddressStore is the IPAddress storage the API server opens.
+func ipAddressStore(t *testing.T, client *clientv3.Client) *storage.Store {
+	t.Helper()
+	st, err := storage.New(t.Context(), storage.Config{
+		Client: client, Resource: schema.GroupResource{Group: "networking.k8s.io", Resource: "ipaddresses"},
+		Prefix: "/registry/ipaddresses/", Kind: networkingv1.SchemeGroupVersion.WithKind("IPAddress"),
+		NewFunc: func() runtime.Object { return &networkingv1.IPAddress{} },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Stop)
+	return st
+}
+
+// ipHolder reads which Service ("namespace/name") the IPAddress ip names
+// as its parent ("" when there is no IPAddress).
+func ipHolder(t *testing.T, s *Services, ip string) string {
+	t.Helper()
+	obj, err := s.ips.Get(context.Background(), s.ips.Key("", ip))
+	if apierrors.IsNotFound(err) {
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := obj.(*networkingv1.IPAddress)
+	if a.Spec.ParentRef == nil || a.Spec.ParentRef.Resource != "services" || a.Spec.ParentRef.Group != "" {
+		t.Fatalf("IPAddress %s has parentRef %+v, not a Service", ip, a.Spec.ParentRef)
+	}
+	if a.Labels[networkingv1.LabelManagedBy] != ManagedBy || a.Labels[networkingv1.LabelIPAddressFamily] != "IPv4" {
+		t.Errorf("IPAddress %s labels %v", ip, a.Labels)
+	}
+	return a.Spec.ParentRef.Namespace + "/" + a.Spec.ParentRef.Name
 }
 
 // holder reads who holds a value in etcd ("" when free).
@@ -110,12 +153,12 @@ func TestAllocateIP(t *testing.T) {
 	static := netip.MustParseAddr("10.43.0.16")
 	// The last usable address below the broadcast address is fine, and
 	// held, never handed out again.
-	if _, err := s.AllocateIP(ctx, "10.43.0.254", "ns/edge"); err != nil {
+	if _, _, err := s.AllocateIP(ctx, "10.43.0.254", "ns/edge"); err != nil {
 		t.Errorf("10.43.0.254: %v", err)
 	}
 	seen := map[string]bool{"10.43.0.254": true}
 	for i := range 40 {
-		ip, err := s.AllocateIP(ctx, "", fmt.Sprintf("ns/svc%d", i))
+		ip, _, err := s.AllocateIP(ctx, "", fmt.Sprintf("ns/svc%d", i))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,20 +174,20 @@ func TestAllocateIP(t *testing.T) {
 			t.Fatalf("dynamic pick %s is in the static part of the range", ip)
 		}
 		seen[ip] = true
-		if got := holder(t, client, ipPrefix+ip); got != fmt.Sprintf("ns/svc%d", i) {
+		if got := ipHolder(t, s, ip); got != fmt.Sprintf("ns/svc%d", i) {
 			t.Fatalf("%s recorded for %q", ip, got)
 		}
 	}
 
 	// A requested address.
-	if ip, err := s.AllocateIP(ctx, s.FirstIP(), "default/kubernetes"); err != nil || ip != "10.43.0.1" {
+	if ip, fresh, err := s.AllocateIP(ctx, s.FirstIP(), "default/kubernetes"); err != nil || ip != "10.43.0.1" || !fresh {
 		t.Fatalf("FirstIP: %s, %v", ip, err)
 	}
 	// The same owner again (a retried write) succeeds.
-	if _, err := s.AllocateIP(ctx, "10.43.0.1", "default/kubernetes"); err != nil {
-		t.Fatalf("same owner again: %v", err)
+	if _, fresh, err := s.AllocateIP(ctx, "10.43.0.1", "default/kubernetes"); err != nil || fresh {
+		t.Fatalf("same owner again: fresh %v, %v; want held already, so a failed write's undo leaves it", fresh, err)
 	}
-	_, err := s.AllocateIP(ctx, "10.43.0.1", "ns/other")
+	_, _, err := s.AllocateIP(ctx, "10.43.0.1", "ns/other")
 	var allocated ErrAllocated
 	if !errors.As(err, &allocated) || allocated.Value != "10.43.0.1" {
 		t.Fatalf("taken address: err = %v, want ErrAllocated", err)
@@ -154,7 +197,7 @@ func TestAllocateIP(t *testing.T) {
 	}
 
 	for _, ip := range []string{"10.43.0.0", "10.43.0.255", "10.43.1.1", "10.44.0.1", "not-an-ip", "fd00::1"} {
-		_, err := s.AllocateIP(ctx, ip, "ns/other")
+		_, _, err := s.AllocateIP(ctx, ip, "ns/other")
 		var oor ErrOutOfRange
 		if !errors.As(err, &oor) {
 			t.Errorf("%s: err = %v, want ErrOutOfRange", ip, err)
@@ -164,7 +207,7 @@ func TestAllocateIP(t *testing.T) {
 		if want := "provided " + ip + " is not in the valid range. The range of valid IPs is 10.43.0.0/24"; ip != "not-an-ip" && err.Error() != want {
 			t.Errorf("%s: message %q, want %q", ip, err, want)
 		}
-		if got := holder(t, client, ipPrefix+ip); got != "" {
+		if got := ipHolder(t, s, ip); got != "" {
 			t.Errorf("%s: recorded for %q", ip, got)
 		}
 	}
@@ -174,23 +217,23 @@ func TestReleaseIP(t *testing.T) {
 	client := startEtcd(t)
 	ctx := context.Background()
 	s := newServices(t, client, "10.43.0.0/16", "30000-32767")
-	if _, err := s.AllocateIP(ctx, "10.43.0.50", "ns/a"); err != nil {
+	if _, _, err := s.AllocateIP(ctx, "10.43.0.50", "ns/a"); err != nil {
 		t.Fatal(err)
 	}
 	// Someone else's release does nothing.
 	s.ReleaseIP(ctx, "10.43.0.50", "ns/b")
-	if got := holder(t, client, ipPrefix+"10.43.0.50"); got != "ns/a" {
+	if got := ipHolder(t, s, "10.43.0.50"); got != "ns/a" {
 		t.Fatalf("after a non-owner's release, held by %q", got)
 	}
-	if _, err := s.AllocateIP(ctx, "10.43.0.50", "ns/b"); !errors.As(err, new(ErrAllocated)) {
+	if _, _, err := s.AllocateIP(ctx, "10.43.0.50", "ns/b"); !errors.As(err, new(ErrAllocated)) {
 		t.Fatalf("after a non-owner's release: %v, want ErrAllocated", err)
 	}
 	// The owner's release frees it.
 	s.ReleaseIP(ctx, "10.43.0.50", "ns/a")
-	if got := holder(t, client, ipPrefix+"10.43.0.50"); got != "" {
+	if got := ipHolder(t, s, "10.43.0.50"); got != "" {
 		t.Fatalf("after release, held by %q", got)
 	}
-	if _, err := s.AllocateIP(ctx, "10.43.0.50", "ns/b"); err != nil {
+	if _, _, err := s.AllocateIP(ctx, "10.43.0.50", "ns/b"); err != nil {
 		t.Fatalf("after release: %v", err)
 	}
 	// Releasing what nobody holds is harmless.
@@ -203,7 +246,7 @@ func TestAllocatePort(t *testing.T) {
 	s := newServices(t, client, "10.43.0.0/16", "30000-32767")
 	seen := map[int]bool{}
 	for i := range 40 {
-		p, err := s.AllocatePort(ctx, 0, fmt.Sprintf("ns/svc%d", i))
+		p, _, err := s.AllocatePort(ctx, 0, fmt.Sprintf("ns/svc%d", i))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,19 +260,19 @@ func TestAllocatePort(t *testing.T) {
 	for seen[want] {
 		want++
 	}
-	if p, err := s.AllocatePort(ctx, want, "ns/a"); err != nil || p != want {
+	if p, _, err := s.AllocatePort(ctx, want, "ns/a"); err != nil || p != want {
 		t.Fatalf("requested %d: %d, %v", want, p, err)
 	}
-	if _, err := s.AllocatePort(ctx, want, "ns/a"); err != nil {
-		t.Fatalf("same owner again: %v", err)
+	if _, fresh, err := s.AllocatePort(ctx, want, "ns/a"); err != nil || fresh {
+		t.Fatalf("same owner again: fresh %v, %v; want held already", fresh, err)
 	}
-	_, err := s.AllocatePort(ctx, want, "ns/b")
+	_, _, err := s.AllocatePort(ctx, want, "ns/b")
 	var allocated ErrAllocated
 	if !errors.As(err, &allocated) || allocated.Value != strconv.Itoa(want) {
 		t.Fatalf("taken port: %v, want ErrAllocated", err)
 	}
 	for _, p := range []int{29999, 32768, -1, 65535} {
-		_, err := s.AllocatePort(ctx, p, "ns/b")
+		_, _, err := s.AllocatePort(ctx, p, "ns/b")
 		var oor ErrOutOfRange
 		if !errors.As(err, &oor) {
 			t.Errorf("%d: err = %v, want ErrOutOfRange", p, err)
@@ -244,7 +287,7 @@ func TestAllocatePort(t *testing.T) {
 		if p == want || seen[p] {
 			continue
 		}
-		if _, err := s.AllocatePort(ctx, p, "ns/edge"); err != nil {
+		if _, _, err := s.AllocatePort(ctx, p, "ns/edge"); err != nil {
 			t.Errorf("%d: %v", p, err)
 		}
 	}
@@ -257,7 +300,7 @@ func TestAllocatePort(t *testing.T) {
 	if got := holder(t, client, portPrefix+strconv.Itoa(want)); got != "" {
 		t.Fatalf("after release, held by %q", got)
 	}
-	if _, err := s.AllocatePort(ctx, want, "ns/b"); err != nil {
+	if _, _, err := s.AllocatePort(ctx, want, "ns/b"); err != nil {
 		t.Fatalf("after release: %v", err)
 	}
 }
@@ -270,7 +313,7 @@ func TestExhaustion(t *testing.T) {
 	s := newServices(t, client, "10.96.0.0/29", "30000-30002")
 	got := map[string]bool{}
 	for i := range 6 {
-		ip, err := s.AllocateIP(ctx, "", fmt.Sprintf("ns/svc%d", i))
+		ip, _, err := s.AllocateIP(ctx, "", fmt.Sprintf("ns/svc%d", i))
 		if err != nil {
 			t.Fatalf("address %d of 6: %v", i+1, err)
 		}
@@ -281,7 +324,7 @@ func TestExhaustion(t *testing.T) {
 			t.Errorf("%s not handed out; got %v", ip, got)
 		}
 	}
-	_, err := s.AllocateIP(ctx, "", "ns/one-more")
+	_, _, err := s.AllocateIP(ctx, "", "ns/one-more")
 	var full ErrFull
 	if !errors.As(err, &full) || err.Error() != "range 10.96.0.0/29 is full" {
 		t.Fatalf("7th address: err = %v, want ErrFull", err)
@@ -293,18 +336,18 @@ func TestExhaustion(t *testing.T) {
 		break
 	}
 	s.ReleaseIP(ctx, ip, "ns/nobody")
-	if _, err := s.AllocateIP(ctx, "", "ns/one-more"); !errors.As(err, &full) {
+	if _, _, err := s.AllocateIP(ctx, "", "ns/one-more"); !errors.As(err, &full) {
 		t.Fatalf("after a non-owner's release: %v, want ErrFull", err)
 	}
-	owner := holder(t, client, ipPrefix+ip)
+	owner := ipHolder(t, s, ip)
 	s.ReleaseIP(ctx, ip, owner)
-	if again, err := s.AllocateIP(ctx, "", "ns/one-more"); err != nil || again != ip {
+	if again, _, err := s.AllocateIP(ctx, "", "ns/one-more"); err != nil || again != ip {
 		t.Fatalf("after release: %s, %v; want %s", again, err, ip)
 	}
 
 	ports := map[int]bool{}
 	for i := range 3 {
-		p, err := s.AllocatePort(ctx, 0, fmt.Sprintf("ns/svc%d", i))
+		p, _, err := s.AllocatePort(ctx, 0, fmt.Sprintf("ns/svc%d", i))
 		if err != nil {
 			t.Fatalf("port %d of 3: %v", i+1, err)
 		}
@@ -313,7 +356,7 @@ func TestExhaustion(t *testing.T) {
 	if len(ports) != 3 || !ports[30000] || !ports[30001] || !ports[30002] {
 		t.Errorf("ports %v, want 30000-30002", ports)
 	}
-	_, err = s.AllocatePort(ctx, 0, "ns/one-more")
+	_, _, err = s.AllocatePort(ctx, 0, "ns/one-more")
 	if !errors.As(err, &full) || err.Error() != "range 30000-30002 is full" {
 		t.Fatalf("4th port: err = %v, want ErrFull", err)
 	}
@@ -339,8 +382,8 @@ func TestConcurrentAllocation(t *testing.T) {
 				s = b
 			}
 			owner := fmt.Sprintf("ns/svc%d", i)
-			ip, ipErr := s.AllocateIP(ctx, "", owner)
-			p, portErr := s.AllocatePort(ctx, 0, owner)
+			ip, _, ipErr := s.AllocateIP(ctx, "", owner)
+			p, _, portErr := s.AllocatePort(ctx, 0, owner)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -373,7 +416,7 @@ func TestConcurrentAllocation(t *testing.T) {
 		t.Errorf("%d ports, %d full; want 20 and 14", len(ports), fullPort)
 	}
 	for ip, owner := range ips {
-		if got := holder(t, client, ipPrefix+ip); got != owner {
+		if got := ipHolder(t, a, ip); got != owner {
 			t.Errorf("%s recorded for %q, handed to %q", ip, got, owner)
 		}
 	}
@@ -394,12 +437,12 @@ func TestRepair(t *testing.T) {
 		{"ns/previous", []string{"10.43.0.40"}, nil}, // the address moved to ns/next
 	} {
 		for _, ip := range c.ips {
-			if _, err := s.AllocateIP(ctx, ip, c.owner); err != nil {
+			if _, _, err := s.AllocateIP(ctx, ip, c.owner); err != nil {
 				t.Fatal(err)
 			}
 		}
 		for _, p := range c.ports {
-			if _, err := s.AllocatePort(ctx, p, c.owner); err != nil {
+			if _, _, err := s.AllocatePort(ctx, p, c.owner); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -410,56 +453,106 @@ func TestRepair(t *testing.T) {
 		"ns/next":    {"10.43.0.40"},
 		"ns/new":     {"10.43.0.50", "30050"}, // in use, never recorded (a crash)
 	}
+	user := &networkingv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "10.43.0.60"},
+		Spec: networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{Resource: "gateways", Name: "gw"}}}
+	if _, err := s.ips.Create(ctx, s.ips.Key("", "10.43.0.60"), user, false); err != nil {
+		t.Fatal(err)
+	}
+	// What an older kelp recorded for a cluster IP.
+	if _, err := client.Put(ctx, legacyIPPrefix+"10.43.0.10", "ns/kept"); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Repair(ctx, inUse); err != nil {
 		t.Fatal(err)
 	}
+	for ip, owner := range map[string]string{
+		"10.43.0.10": "ns/kept", "10.43.0.20": "", "10.43.0.21": "ns/changed",
+		"10.43.0.30": "", "10.43.0.40": "ns/next", "10.43.0.50": "ns/new",
+	} {
+		if got := ipHolder(t, s, ip); got != owner {
+			t.Errorf("%s held by %q, want %q", ip, got, owner)
+		}
+	}
 	for _, tc := range []struct{ key, owner string }{
-		{ipPrefix + "10.43.0.10", "ns/kept"},
 		{portPrefix + "30010", "ns/kept"},
 		{portPrefix + "30011", "ns/kept"},
-		{ipPrefix + "10.43.0.20", ""},
 		{portPrefix + "30020", ""},
-		{ipPrefix + "10.43.0.21", "ns/changed"},
-		{ipPrefix + "10.43.0.30", ""},
 		{portPrefix + "30030", ""},
-		{ipPrefix + "10.43.0.40", "ns/next"},
-		{ipPrefix + "10.43.0.50", "ns/new"},
 		{portPrefix + "30050", "ns/new"},
 	} {
 		if got := holder(t, client, tc.key); got != tc.owner {
 			t.Errorf("%s held by %q, want %q", tc.key, got, tc.owner)
 		}
 	}
-	resp, err := client.Get(ctx, "/registry/ranges/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil {
-		t.Fatal(err)
+	if _, err := s.ips.Get(ctx, s.ips.Key("", "10.43.0.60")); err != nil {
+		t.Errorf("a user's IPAddress after repair: %v", err)
 	}
-	if resp.Count != 7 {
-		t.Errorf("%d allocation keys after repair, want 7", resp.Count)
+	for prefix, want := range map[string]int64{portPrefix: 3, legacyIPPrefix: 0, "/registry/ipaddresses/": 5} {
+		resp, err := client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Count != want {
+			t.Errorf("%d keys under %s after repair, want %d", resp.Count, prefix, want)
+		}
 	}
-	// Freed values can be taken again; kept ones cannot.
-	if _, err := s.AllocateIP(ctx, "10.43.0.30", "ns/late"); err != nil {
+	// Freed values can be taken again; kept ones cannot, nor the user's.
+	if _, _, err := s.AllocateIP(ctx, "10.43.0.30", "ns/late"); err != nil {
 		t.Errorf("freed address: %v", err)
 	}
-	if _, err := s.AllocatePort(ctx, 30010, "ns/late"); !errors.As(err, new(ErrAllocated)) {
+	if _, _, err := s.AllocatePort(ctx, 30010, "ns/late"); !errors.As(err, new(ErrAllocated)) {
 		t.Errorf("kept port: %v, want ErrAllocated", err)
 	}
+	if _, _, err := s.AllocateIP(ctx, "10.43.0.60", "ns/late"); !errors.As(err, new(ErrAllocated)) {
+		t.Errorf("a user's IPAddress: %v, want ErrAllocated", err)
+	}
 	// Repair is idempotent.
-	if err := s.Repair(ctx, map[string][]string{"ns/kept": {"10.43.0.10", "30010", "30011"}}); err != nil {
-		t.Fatal(err)
+	for range 2 {
+		if err := s.Repair(ctx, map[string][]string{"ns/kept": {"10.43.0.10", "30010", "30011"}}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := s.Repair(ctx, map[string][]string{"ns/kept": {"10.43.0.10", "30010", "30011"}}); err != nil {
-		t.Fatal(err)
-	}
-	if got := holder(t, client, ipPrefix+"10.43.0.30"); got != "" {
+	if got := ipHolder(t, s, "10.43.0.30"); got != "" {
 		t.Errorf("unlisted address kept by %q", got)
 	}
-	// Nothing in use frees everything.
+	// Nothing in use frees everything the allocator made.
 	if err := s.Repair(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	resp, err = client.Get(ctx, "/registry/ranges/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil || resp.Count != 0 {
-		t.Errorf("after repairing to nothing: %v keys, %v", resp.Count, err)
+	for prefix, want := range map[string]int64{"/registry/ranges/": 0, "/registry/ipaddresses/": 1} {
+		resp, err := client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil || resp.Count != want {
+			t.Errorf("after repairing to nothing: %v keys under %s, want %d (%v)", resp.Count, prefix, want, err)
+		}
+	}
+}
+
+// An IPAddress a user creates reserves its IP: neither a request for it
+// nor a dynamic pick gets it, and releasing it as a Service does nothing.
+func TestUserIPAddressReservesIP(t *testing.T) {
+	client := startEtcd(t)
+	ctx := context.Background()
+	s := newServices(t, client, "10.96.0.0/30", "30000-30002") // .1 and .2
+	user := &networkingv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "10.96.0.1"},
+		Spec: networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{Resource: "services", Namespace: "ns", Name: "other"}}}
+	if _, err := s.ips.Create(ctx, s.ips.Key("", "10.96.0.1"), user, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.AllocateIP(ctx, "10.96.0.1", "ns/a"); !errors.As(err, new(ErrAllocated)) {
+		t.Fatalf("requested reserved IP: %v, want ErrAllocated", err)
+	}
+	if ip, _, err := s.AllocateIP(ctx, "", "ns/a"); err != nil || ip != "10.96.0.2" {
+		t.Fatalf("dynamic pick: %s, %v; want 10.96.0.2", ip, err)
+	}
+	if _, _, err := s.AllocateIP(ctx, "", "ns/b"); !errors.As(err, new(ErrFull)) {
+		t.Fatalf("third pick: %v, want ErrFull", err)
+	}
+	s.ReleaseIP(ctx, "10.96.0.1", "ns/a")
+	if _, err := s.ips.Get(ctx, s.ips.Key("", "10.96.0.1")); err != nil {
+		t.Fatalf("a non-holder's release deleted the IPAddress: %v", err)
+	}
+	// The Service the user named holds it, as a retried write would.
+	if _, _, err := s.AllocateIP(ctx, "10.96.0.1", "ns/other"); err != nil {
+		t.Fatalf("the named parent: %v", err)
 	}
 }

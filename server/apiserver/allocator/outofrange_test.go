@@ -13,7 +13,7 @@ func TestOutOfRangeMessageOfMalformedIP(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, ip := range []string{"not-an-ip", "10"} {
-		_, err := s.AllocateIP(t.Context(), ip, "ns/a")
+		_, _, err := s.AllocateIP(t.Context(), ip, "ns/a")
 		if want := "provided " + ip + " is not in the valid range. The range of valid IPs is 10.43.0.0/24"; err == nil || err.Error() != want {
 			t.Errorf("%q: err = %v, want %q", ip, err, want)
 		}

@@ -86,7 +86,8 @@ type Resource struct {
 //	update: carried-over metadata, the spec/status split, PrepareForUpdate,
 //	        Default, generation, mutating admission, ValidateUpdate (or
 //	        ValidateStatusUpdate through /status), validating admission,
-//	        Allocator.Allocate, BeforeStore, storage.
+//	        Allocator.Allocate, BeforeStore, storage, then
+//	        Allocator.ReleaseReplaced.
 //	delete: validating admission, MarkDeleted or the generic marking with
 //	        GracePeriod, storage; Allocator.Release once the key is gone.
 //
@@ -139,10 +140,14 @@ func NoDefaults(runtime.Object) {}
 
 // Allocator claims what an object needs beyond its own key, and gives it
 // back. Allocate returns a func that releases what this call claimed, for
-// when the write fails afterwards.
+// when the write fails afterwards. Release frees what a deleted object
+// held; ReleaseReplaced, once an update is stored, what the replaced
+// object held that the stored one no longer does (a Service turned
+// ExternalName gives its cluster IP back).
 type Allocator interface {
 	Allocate(ctx context.Context, obj, old runtime.Object, dryRun bool) (release func(), err error)
 	Release(ctx context.Context, obj runtime.Object, dryRun bool)
+	ReleaseReplaced(ctx context.Context, obj, old runtime.Object, dryRun bool)
 }
 
 // Scale presents a workload's replica count as an autoscaling/v1 Scale.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -59,6 +60,9 @@ func (s serviceAllocator) Allocate(ctx context.Context, obj, old runtime.Object,
 	}
 	svc := obj.(*corev1.Service)
 	owner := serviceOwner(svc)
+	// What this call claimed anew, which a failed write gives back; a value
+	// the Service already held (a create repeated after it succeeded) is
+	// not its to free.
 	var ips []string
 	var ports []int
 	release := func() {
@@ -84,11 +88,13 @@ func (s serviceAllocator) Allocate(ctx context.Context, obj, old runtime.Object,
 	}
 	if svc.Spec.Type != corev1.ServiceTypeExternalName && svc.Spec.ClusterIP != corev1.ClusterIPNone &&
 		(prev == nil || prev.Spec.ClusterIP != svc.Spec.ClusterIP || svc.Spec.ClusterIP == "") {
-		ip, err := s.services.AllocateIP(ctx, svc.Spec.ClusterIP, owner)
+		ip, fresh, err := s.services.AllocateIP(ctx, svc.Spec.ClusterIP, owner)
 		if err != nil {
 			return fail(field.NewPath("spec", "clusterIPs").Index(0), svc.Spec.ClusterIP, err)
 		}
-		ips = append(ips, ip)
+		if fresh {
+			ips = append(ips, ip)
+		}
 		svc.Spec.ClusterIP = ip
 		svc.Spec.ClusterIPs = []string{ip}
 	}
@@ -107,20 +113,24 @@ func (s serviceAllocator) Allocate(ctx context.Context, obj, old runtime.Object,
 			if prev != nil && p.NodePort != 0 && hadNodePort(prev, p.NodePort) {
 				continue
 			}
-			port, err := s.services.AllocatePort(ctx, int(p.NodePort), owner)
+			port, fresh, err := s.services.AllocatePort(ctx, int(p.NodePort), owner)
 			if err != nil {
 				return fail(field.NewPath("spec", "ports").Index(i).Child("nodePort"), p.NodePort, err)
 			}
-			ports = append(ports, port)
+			if fresh {
+				ports = append(ports, port)
+			}
 			p.NodePort = int32(port)
 		}
 		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer && svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal &&
 			(prev == nil || prev.Spec.HealthCheckNodePort != svc.Spec.HealthCheckNodePort || svc.Spec.HealthCheckNodePort == 0) {
-			port, err := s.services.AllocatePort(ctx, int(svc.Spec.HealthCheckNodePort), owner)
+			port, fresh, err := s.services.AllocatePort(ctx, int(svc.Spec.HealthCheckNodePort), owner)
 			if err != nil {
 				return fail(field.NewPath("spec", "healthCheckNodePort"), svc.Spec.HealthCheckNodePort, err)
 			}
-			ports = append(ports, port)
+			if fresh {
+				ports = append(ports, port)
+			}
 			svc.Spec.HealthCheckNodePort = int32(port)
 		}
 	}
@@ -138,26 +148,55 @@ func hadNodePort(svc *corev1.Service, port int32) bool {
 
 // Release frees what a deleted Service held.
 func (s serviceAllocator) Release(ctx context.Context, obj runtime.Object, dry bool) {
+	s.ReleaseReplaced(ctx, &corev1.Service{ObjectMeta: obj.(*corev1.Service).ObjectMeta}, obj, dry)
+}
+
+// ReleaseReplaced frees the cluster IPs and node ports old held that svc,
+// stored in its place, does not: a type changed to ExternalName or away
+// from NodePort, a node port changed.
+func (s serviceAllocator) ReleaseReplaced(ctx context.Context, obj, old runtime.Object, dry bool) {
 	if dry {
 		return
 	}
-	svc := obj.(*corev1.Service)
+	svc, prev := obj.(*corev1.Service), old.(*corev1.Service)
 	ctx = context.WithoutCancel(ctx)
-	owner := serviceOwner(svc)
-	for _, ip := range svc.Spec.ClusterIPs {
-		s.services.ReleaseIP(ctx, ip, owner)
+	owner := serviceOwner(prev)
+	kept := serviceIPs(svc)
+	for _, ip := range serviceIPs(prev) {
+		if !slices.Contains(kept, ip) {
+			s.services.ReleaseIP(ctx, ip, owner)
+		}
 	}
-	if len(svc.Spec.ClusterIPs) == 0 && svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != corev1.ClusterIPNone {
-		s.services.ReleaseIP(ctx, svc.Spec.ClusterIP, owner)
+	keptPorts := serviceNodePorts(svc)
+	for _, p := range serviceNodePorts(prev) {
+		if !slices.Contains(keptPorts, p) {
+			s.services.ReleasePort(ctx, p, owner)
+		}
 	}
+}
+
+// serviceIPs are the cluster IPs a Service holds (none when headless).
+func serviceIPs(svc *corev1.Service) []string {
+	ips := svc.Spec.ClusterIPs
+	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
+		ips = []string{svc.Spec.ClusterIP}
+	}
+	return slices.DeleteFunc(slices.Clone(ips), func(ip string) bool { return ip == corev1.ClusterIPNone })
+}
+
+// serviceNodePorts are the node ports a Service holds, its health check
+// port among them.
+func serviceNodePorts(svc *corev1.Service) []int {
+	var ports []int
 	for _, p := range svc.Spec.Ports {
 		if p.NodePort != 0 {
-			s.services.ReleasePort(ctx, int(p.NodePort), owner)
+			ports = append(ports, int(p.NodePort))
 		}
 	}
 	if svc.Spec.HealthCheckNodePort != 0 {
-		s.services.ReleasePort(ctx, int(svc.Spec.HealthCheckNodePort), owner)
+		ports = append(ports, int(svc.Spec.HealthCheckNodePort))
 	}
+	return ports
 }
 
 // ServiceAllocations lists, by owner, the cluster IPs and node ports the
