@@ -36,6 +36,9 @@ type crdServing struct {
 	// served is what each CRD (by name) serves now; only run's goroutine
 	// touches it.
 	served map[string]*crdServed
+	// converters builds conversion webhooks' converters, the first time a
+	// CRD asks for one (crdconversion.go).
+	converters webhookConverterFactory
 }
 
 type crdServed struct {
@@ -47,7 +50,7 @@ type crdServed struct {
 }
 
 func (s *Server) startCRDServing(ctx context.Context) {
-	s.crds = &crdServing{s: s, ctx: ctx, served: map[string]*crdServed{}}
+	s.crds = &crdServing{s: s, ctx: ctx, served: map[string]*crdServed{}, converters: newWebhookConverterFactory(s)}
 	s.crdOpenAPI = newCRDOpenAPI()
 	go s.crds.run(ctx)
 }
@@ -142,6 +145,14 @@ func (c *crdServing) serve(crd *apiextensionsv1.CustomResourceDefinition, old *c
 	// watch again, as upstream replaces a changed CRD's storage).
 	storeKey := fmt.Sprintf("%s/%d/%s/%s/%s", crd.UID, crd.Generation, gr, storageGVK, crd.Spec.Scope)
 	next := &crdServed{uid: crd.UID, fingerprint: fingerprint, storeKey: storeKey}
+	// A webhook's converter is built per CRD generation, as its store is
+	// (the client config is in the spec).
+	var conv *crdConverter
+	if usesConversionWebhook(crd) {
+		if conv, err = c.converters.converter(crd); err != nil {
+			return err
+		}
+	}
 	if old != nil && old.storeKey == storeKey {
 		next.store = old.store
 	} else {
@@ -154,6 +165,9 @@ func (c *crdServing) serve(crd *apiextensionsv1.CustomResourceDefinition, old *c
 		if err != nil {
 			return err
 		}
+		if conv != nil {
+			decoded = storedDefaulter(storageGVK, decoded)
+		}
 		next.store, err = storage.New(c.ctx, storage.Config{
 			Client: c.s.cfg.Etcd, Resource: gr, Prefix: attrs.Prefix(), Kind: storageGVK,
 			NewFunc: func() runtime.Object {
@@ -161,7 +175,7 @@ func (c *crdServing) serve(crd *apiextensionsv1.CustomResourceDefinition, old *c
 				u.SetGroupVersionKind(storageGVK)
 				return u
 			},
-			Attrs: attrs.Attrs, Transformer: tr, JSON: true, Decoded: decoded,
+			Attrs: attrs.Attrs, Transformer: tr, JSON: true, Decoded: decoded, MixedVersions: conv != nil,
 		})
 		if err != nil {
 			return err
@@ -186,7 +200,10 @@ func (c *crdServing) serve(crd *apiextensionsv1.CustomResourceDefinition, old *c
 				continue
 			}
 			var st objectStore = next.store
-			if r.GVR.Version != storageVersion {
+			switch {
+			case conv != nil:
+				st = newWebhookVersionStore(next.store, conv, r.GVK(), storageGVK, r.Default)
+			case r.GVR.Version != storageVersion:
 				st = versionStore(next.store, r.GVK(), storageGVK, r.Default)
 			}
 			t.serve(&served{Resource: r, store: st})

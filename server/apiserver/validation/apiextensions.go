@@ -12,7 +12,8 @@ import (
 // CustomResourceDefinition, CustomResourceDefinitionUpdate and
 // CustomResourceDefinitionStatusUpdate are upstream's own rules
 // (names, versions, the structural-schema checks, CEL rules compiled
-// against their cost limits, printer columns, subresources), run on the
+// against their cost limits, printer columns, subresources, the
+// conversion strategy and its webhook's client config), run on the
 // internal type they are written for: a CRD's schema rules are too many
 // and too subtle to copy.
 func CustomResourceDefinition(crd *apiextensionsv1.CustomResourceDefinition) field.ErrorList {
@@ -20,18 +21,7 @@ func CustomResourceDefinition(crd *apiextensionsv1.CustomResourceDefinition) fie
 	if errs != nil {
 		return errs
 	}
-	return append(crdvalidation.ValidateCustomResourceDefinition(context.Background(), in), conversionStrategy(crd)...)
-}
-
-// conversionStrategy refuses webhook conversion, which kelp does not
-// implement: serving such a CRD's versions as if they were None would hand
-// clients objects their webhook never converted.
-func conversionStrategy(crd *apiextensionsv1.CustomResourceDefinition) field.ErrorList {
-	if c := crd.Spec.Conversion; c != nil && c.Strategy == apiextensionsv1.WebhookConverter {
-		return field.ErrorList{field.NotSupported(field.NewPath("spec", "conversion", "strategy"), c.Strategy,
-			[]string{string(apiextensionsv1.NoneConverter)})}
-	}
-	return nil
+	return crdvalidation.ValidateCustomResourceDefinition(context.Background(), in)
 }
 
 func CustomResourceDefinitionUpdate(crd, old *apiextensionsv1.CustomResourceDefinition) field.ErrorList {
@@ -43,7 +33,7 @@ func CustomResourceDefinitionUpdate(crd, old *apiextensionsv1.CustomResourceDefi
 	if errs != nil {
 		return errs
 	}
-	return append(crdvalidation.ValidateCustomResourceDefinitionUpdate(context.Background(), in, oldIn), conversionStrategy(crd)...)
+	return crdvalidation.ValidateCustomResourceDefinitionUpdate(context.Background(), in, oldIn)
 }
 
 func CustomResourceDefinitionStatusUpdate(crd, old *apiextensionsv1.CustomResourceDefinition) field.ErrorList {
