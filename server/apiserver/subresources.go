@@ -39,7 +39,7 @@ func (s *Server) serveSubresource(w http.ResponseWriter, r *http.Request, info r
 		return
 	}
 	switch found.kind {
-	case statusSubresource, registry.StatusLikeSubresource:
+	case statusSubresource, registry.StatusLikeSubresource, registry.SpecLikeSubresource:
 		switch verb {
 		case "get":
 			s.get(w, r, info, sv)

@@ -204,6 +204,9 @@ func (s *Server) updateObject(ctx context.Context, sv *served, info requestInfo,
 		case bindingPath:
 			// The Binding was validated, and the strategy's Bind made the
 			// one spec change it allows.
+		case specLikePath:
+			sub, _ := sv.subresource(subresource)
+			errs = sub.ValidateUpdate(obj, cur)
 		default:
 			errs = sv.ValidateUpdate(obj, cur)
 		}
@@ -242,10 +245,11 @@ func (s *Server) updateObject(ctx context.Context, sv *served, info requestInfo,
 type writePath int
 
 const (
-	mainPath    writePath = iota // the main endpoint and /scale: spec and metadata
-	statusPath                   // /status: status only
-	specPath                     // a SpecSubresource (namespaces/finalize): spec, never status
-	bindingPath                  // a BindingSubresource: what the strategy's Bind sets
+	mainPath     writePath = iota // the main endpoint and /scale: spec and metadata
+	statusPath                    // /status: status only
+	specPath                      // a SpecSubresource (namespaces/finalize): spec, never status
+	bindingPath                   // a BindingSubresource: what the strategy's Bind sets
+	specLikePath                  // a SpecLikeSubresource (pods/resize): what its Prepare keeps, never status
 )
 
 // statusRules are how a write through /status, or through a
@@ -269,6 +273,8 @@ func writePathOf(sv *served, subresource string) writePath {
 			return specPath
 		case registry.BindingSubresource:
 			return bindingPath
+		case registry.SpecLikeSubresource:
+			return specLikePath
 		}
 	}
 	return mainPath
@@ -312,6 +318,10 @@ func (s *Server) prepareUpdate(sv *served, info requestInfo, subresource string,
 		// The strategy's Bind changed what a binding may change.
 	case specPath:
 		registry.CopyStatus(obj, cur)
+	case specLikePath:
+		registry.CopyStatus(obj, cur)
+		sub, _ := sv.subresource(subresource)
+		sub.Prepare(obj, cur)
 	default:
 		if sv.Status {
 			registry.CopyStatus(obj, cur)
@@ -322,7 +332,10 @@ func (s *Server) prepareUpdate(sv *served, info requestInfo, subresource string,
 	}
 	sv.Default(obj)
 	acc.SetGeneration(old.GetGeneration())
-	if path != statusPath && registry.SpecChanged(obj, cur) {
+	// A binding sets spec.nodeName without making a new generation, as
+	// upstream's pods/binding: the generation counts the user's changes
+	// (a kubelet reports observedGeneration against it).
+	if path != statusPath && path != bindingPath && registry.SpecChanged(obj, cur) {
 		acc.SetGeneration(old.GetGeneration() + 1)
 	}
 	return nil

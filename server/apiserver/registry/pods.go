@@ -10,13 +10,15 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/kelp-project/kelp/server/apiserver/defaults"
 	"github.com/kelp-project/kelp/server/apiserver/validation"
 )
 
 // pods: bound to a node through pods/binding, evicted through
-// pods/eviction within their disruption budgets, deleted gracefully while a
+// pods/eviction within their disruption budgets, resized in place through
+// pods/resize (the kubelet applies it), deleted gracefully while a
 // kubelet may be running them, and their log, exec, attach and
 // portforward are answered by that kubelet.
 func pods() *Resource {
@@ -32,6 +34,8 @@ func pods() *Resource {
 			{Name: "attach", Verbs: []string{"create", "get"}, GVK: gvk("PodAttachOptions"), Kind: KubeletSubresource},
 			{Name: "portforward", Verbs: []string{"create", "get"}, GVK: gvk("PodPortForwardOptions"), Kind: KubeletSubresource},
 			{Name: "proxy", Verbs: []string{"create", "delete", "get", "patch", "update"}, GVK: gvk("PodProxyOptions"), Kind: PodProxySubresource},
+			{Name: "resize", Verbs: []string{"get", "patch", "update"}, GVK: gvk("Pod"), Kind: SpecLikeSubresource,
+				Prepare: preparePodResize, ValidateUpdate: updateValidator(validatePodResize)},
 		},
 		Strategy: Strategy{
 			Default:              defaulter(defaults.Pod),
@@ -115,4 +119,63 @@ func setPodCondition(st *corev1.PodStatus, c corev1.PodCondition) {
 		}
 	}
 	st.Conditions = append(st.Conditions, c)
+}
+
+// preparePodResize is upstream's ResizeStrategy.PrepareForUpdate: of a
+// write through pods/resize only the containers' resources and
+// resizePolicy and the pod-level resources are kept; everything else,
+// metadata included, stays as stored. A write that adds, removes or
+// renames containers is kept whole, for validatePodResize to refuse.
+func preparePodResize(obj, old runtime.Object) {
+	p, o := obj.(*corev1.Pod), old.(*corev1.Pod)
+	if len(p.Spec.Containers) != len(o.Spec.Containers) || len(p.Spec.InitContainers) != len(o.Spec.InitContainers) {
+		return
+	}
+	containers, ok := resizedContainers(p.Spec.Containers, o.Spec.Containers)
+	if !ok {
+		return
+	}
+	inits, ok := resizedContainers(p.Spec.InitContainers, o.Spec.InitContainers)
+	if !ok {
+		return
+	}
+	podResources := p.Spec.Resources
+	if podResources == nil && o.Spec.Resources != nil {
+		// A client that does not know pod-level resources dropped them:
+		// they stay (upstream's PodLevelResourcesFixDefaulting).
+		podResources = o.Spec.Resources.DeepCopy()
+	}
+	p.Spec = *o.Spec.DeepCopy()
+	p.Spec.Containers, p.Spec.InitContainers, p.Spec.Resources = containers, inits, podResources
+	// As metav1.ResetObjectMetaForStatus: the subresource changes no
+	// metadata.
+	p.Labels, p.Annotations = o.Labels, o.Annotations
+	p.Finalizers, p.OwnerReferences = o.Finalizers, o.OwnerReferences
+}
+
+// resizedContainers is old with the resources and resizePolicy of
+// resized; false when a container was renamed or reordered.
+func resizedContainers(resized, old []corev1.Container) ([]corev1.Container, bool) {
+	if len(resized) == 0 {
+		return resized, true
+	}
+	out := make([]corev1.Container, len(old))
+	for i := range old {
+		if resized[i].Name != old[i].Name {
+			return nil, false
+		}
+		out[i] = *old[i].DeepCopy()
+		out[i].Resources, out[i].ResizePolicy = resized[i].Resources, resized[i].ResizePolicy
+	}
+	return out, true
+}
+
+// validatePodResize is upstream's ValidatePodResize, with the QoS
+// classes computed here, where QOSClass is.
+func validatePodResize(newPod, oldPod *corev1.Pod) field.ErrorList {
+	oldQOS := oldPod.Status.QOSClass
+	if oldQOS == "" {
+		oldQOS = QOSClass(oldPod)
+	}
+	return validation.PodResize(newPod, oldPod, oldQOS, QOSClass(newPod))
 }

@@ -187,6 +187,11 @@ const (
 	// is, with the subresource's own Prepare and ValidateUpdate
 	// (certificatesigningrequests/approval: only the conditions change).
 	StatusLikeSubresource
+	// SpecLikeSubresource reads as the object and is written as the main
+	// endpoint is (status kept, generation bumped on a spec change), with
+	// the subresource's own Prepare and ValidateUpdate instead of the
+	// kind's (pods/resize: only the containers' resources change).
+	SpecLikeSubresource
 )
 
 // Subresource is one subresource of a kind, as discovery lists it.
@@ -198,7 +203,8 @@ type Subresource struct {
 	GVK  schema.GroupVersionKind
 	Kind SubresourceKind
 	// Prepare and ValidateUpdate are a StatusLikeSubresource's
-	// PrepareForStatusUpdate and ValidateStatusUpdate.
+	// PrepareForStatusUpdate and ValidateStatusUpdate, or a
+	// SpecLikeSubresource's PrepareForUpdate and ValidateUpdate.
 	Prepare        func(obj, old runtime.Object)
 	ValidateUpdate func(obj, old runtime.Object) field.ErrorList
 }
