@@ -145,6 +145,9 @@ func ClusterRoles() []rbacv1.ClusterRole {
 			verbs(read...).groups(legacy).resources("namespaces"),
 			verbs(read...).groups(storage).resources("csidrivers"),
 			verbs(read...).groups(storage).resources("csistoragecapacities")),
+		// Trust anchors are public: every service account may read them.
+		clusterRole("system:cluster-trust-bundle-discovery",
+			verbs(read...).groups(certificates).resources("clustertrustbundles")),
 	}
 	roles = append(roles, kelpLocalPathProvisionerRole())
 	return append(roles, controllerRoles()...)
@@ -221,6 +224,8 @@ func nodeRules() []rbacv1.PolicyRule {
 		verbs("get", "watch", "list").groups(storage).resources("csidrivers"),
 		verbs("get", "create", "update", "patch", "delete").groups(storage).resources("csinodes"),
 		verbs("get", "list", "watch").groups("node.k8s.io").resources("runtimeclasses"),
+		// The kubelet's clusterTrustBundle projected volumes.
+		verbs("get", "list", "watch").groups(certificates).resources("clustertrustbundles"),
 	)
 }
 
@@ -242,6 +247,7 @@ func ClusterRoleBindings() []rbacv1.ClusterRoleBinding {
 		// authorizer's.
 		clusterBinding("system:node"),
 		clusterBinding("system:service-account-issuer-discovery", groups(ServiceAccountsGroup)...),
+		clusterBinding("system:cluster-trust-bundle-discovery", groups(ServiceAccountsGroup)...),
 		kelpLocalPathProvisionerBinding(),
 	}
 	return append(bindings, controllerBindings()...)

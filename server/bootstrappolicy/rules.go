@@ -2,7 +2,7 @@
 // and bindings kube-apiserver reconciles at every start, from
 // plugin/pkg/auth/authorizer/rbac/bootstrappolicy) and its reconciliation
 // through the API. The roles are upstream's at 1.37 with the feature gates
-// kelp serves (no DRA, no ClusterTrustBundles); what kelp adds for its own
+// kelp serves (no DRA); what kelp adds for its own
 // components is in kelp.go.
 package bootstrappolicy
 
@@ -13,21 +13,22 @@ import (
 
 // The API groups rules name.
 const (
-	legacy         = ""
-	apps           = "apps"
-	autoscaling    = "autoscaling"
-	batch          = "batch"
-	extensions     = "extensions"
-	policy         = "policy"
-	networking     = "networking.k8s.io"
-	coordination   = "coordination.k8s.io"
-	discovery      = "discovery.k8s.io"
-	events         = "events.k8s.io"
-	storage        = "storage.k8s.io"
-	certificates   = "certificates.k8s.io"
-	authentication = "authentication.k8s.io"
-	authorization  = "authorization.k8s.io"
-	rbacGroup      = rbacv1.GroupName
+	legacy                = ""
+	apps                  = "apps"
+	autoscaling           = "autoscaling"
+	batch                 = "batch"
+	extensions            = "extensions"
+	policy                = "policy"
+	networking            = "networking.k8s.io"
+	coordination          = "coordination.k8s.io"
+	discovery             = "discovery.k8s.io"
+	events                = "events.k8s.io"
+	storage               = "storage.k8s.io"
+	certificates          = "certificates.k8s.io"
+	authentication        = "authentication.k8s.io"
+	authorization         = "authorization.k8s.io"
+	rbacGroup             = rbacv1.GroupName
+	admissionRegistration = "admissionregistration.k8s.io"
 )
 
 // Verb sets, as upstream names them.
