@@ -66,20 +66,27 @@ type Config struct {
 	// Webhooks are the admission webhooks (package admission/webhook), or
 	// nil: the mutating ones run after the built-in mutating plugins, the
 	// validating ones before ResourceQuota, as kube-apiserver orders them.
-	Webhooks interface {
-		Mutating
-		Validating
-	}
+	Webhooks MutatingValidating
+	// Policies are the admission policies (package admission/policy), or
+	// nil: each kind runs just before the webhooks of its phase
+	// (MutatingAdmissionPolicy before MutatingAdmissionWebhook,
+	// ValidatingAdmissionPolicy before ValidatingAdmissionWebhook), as
+	// kube-apiserver orders them.
+	Policies MutatingValidating
+}
+
+// MutatingValidating is a plugin of both phases.
+type MutatingValidating interface {
+	Mutating
+	Validating
 }
 
 // Chain is the admission plugins in the order kube-apiserver runs them.
 type Chain struct {
 	mutating   []Mutating
 	validating []Validating
-	webhooks   interface {
-		Mutating
-		Validating
-	}
+	// connect are the plugins that take a CONNECT, in order.
+	connect []MutatingValidating
 }
 
 // New builds the chain of built-in plugins.
@@ -94,15 +101,19 @@ func New(cfg Config) *Chain {
 		// refused before anything is looked up for it.
 		validating: []Validating{nodeRestriction{pods: cfg.Getter(podsResource)}, rbacEscalation{check: cfg.Escalation},
 			namespaceLifecycle{namespaces: cfg.Getter(namespacesResource)}, limitRanger{ranges: cfg.Getter(limitRangesResource)},
+			podResizeValidator{nodes: cfg.Getter(corev1.SchemeGroupVersion.WithResource("nodes"))},
 			runtimeClass{classes: cfg.Getter(runtimeClassesResource)}, priority{classes: cfg.Getter(priorityClassesResource)},
-			certificateSigners{authz: cfg.Escalation.Authorizer},
+			certificateSigners{authz: cfg.Escalation.Authorizer}, clusterTrustBundleAttest{authz: cfg.Escalation.Authorizer},
 			newResourceQuota(cfg.Getter(resourceQuotasResource), cfg.Loopback, cfg.Stop)},
 	}
-	if cfg.Webhooks != nil {
-		c.webhooks = cfg.Webhooks
-		c.mutating = append(c.mutating, cfg.Webhooks)
+	for _, p := range []MutatingValidating{cfg.Policies, cfg.Webhooks} {
+		if p == nil {
+			continue
+		}
+		c.connect = append(c.connect, p)
+		c.mutating = append(c.mutating, p)
 		last := len(c.validating) - 1 // ResourceQuota
-		c.validating = append(c.validating[:last:last], cfg.Webhooks, c.validating[last])
+		c.validating = append(c.validating[:last:last], p, c.validating[last])
 	}
 	return c
 }
@@ -128,16 +139,20 @@ func (c *Chain) Validate(ctx context.Context, a *Attributes) error {
 }
 
 // Connect admits a CONNECT (exec, attach, port-forward): of the plugins
-// kube-apiserver enables by default only the webhooks take one, the
-// mutating ones first.
+// kube-apiserver enables by default only the policies and the webhooks
+// take one, the mutating phase first.
 func (c *Chain) Connect(ctx context.Context, a *Attributes) error {
-	if c.webhooks == nil {
-		return nil
+	for _, p := range c.connect {
+		if err := p.Admit(ctx, a); err != nil {
+			return err
+		}
 	}
-	if err := c.webhooks.Admit(ctx, a); err != nil {
-		return err
+	for _, p := range c.connect {
+		if err := p.Validate(ctx, a); err != nil {
+			return err
+		}
 	}
-	return c.webhooks.Validate(ctx, a)
+	return nil
 }
 
 // creatingPod returns the pod a top-level pod create carries.
