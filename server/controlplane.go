@@ -14,6 +14,7 @@ import (
 
 	"github.com/kelp-project/kelp/config"
 	"github.com/kelp-project/kelp/server/controllers"
+	"github.com/kelp-project/kelp/server/controllers/admissionpolicystatus"
 	"github.com/kelp-project/kelp/server/controllers/apfconfig"
 	"github.com/kelp-project/kelp/server/controllers/clusterroleaggregation"
 	"github.com/kelp-project/kelp/server/controllers/crd"
@@ -129,6 +130,7 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 			return err
 		}
 		go rq.Run(ctx, 5)
+		go admissionpolicystatus.New(t.Client, t.Informer).Run(ctx, 1)
 		return nil
 	})
 	// The CRD controllers belong to the API server upstream

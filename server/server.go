@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -329,7 +330,11 @@ func bootstrap(ctx context.Context, api *apiserver.Server, cfg Config, ca *pki.C
 	if err != nil {
 		return err
 	}
-	api.SetLoopback(loopback)
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	api.SetLoopback(loopback, dyn)
 	if err := bootstrappolicy.Reconcile(ctx, loopback); err != nil {
 		return fmt.Errorf("rbac bootstrap policy: %w", err)
 	}

@@ -30,9 +30,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/warning"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kelp-project/kelp/server/apiserver/admission"
+	"github.com/kelp-project/kelp/server/apiserver/admission/policy"
 	"github.com/kelp-project/kelp/server/apiserver/admission/webhook"
 	"github.com/kelp-project/kelp/server/apiserver/allocator"
 	"github.com/kelp-project/kelp/server/apiserver/apply"
@@ -113,6 +115,7 @@ type Server struct {
 	fields      *apply.Manager
 	admission   *admission.Chain
 	webhooks    *webhook.Webhooks // started by SetLoopback
+	policies    *policy.Policies  // started by SetLoopback
 	inFlight    *maxInFlight
 	loopback    atomicClient // the server's own client, for admission's writes (SetLoopback)
 }
@@ -128,12 +131,15 @@ func (a *atomicClient) Load() kubernetes.Interface {
 	return nil
 }
 
-// SetLoopback hands the API server its own client (the loopback user in
-// system:masters), which ResourceQuota admission charges quotas through
-// and the admission webhooks' informers follow their configurations with.
-func (s *Server) SetLoopback(c kubernetes.Interface) {
+// SetLoopback hands the API server its own clients (the loopback user in
+// system:masters), which ResourceQuota admission charges quotas through,
+// the admission webhooks' informers follow their configurations with and
+// the admission policies' informers their policies, bindings and
+// parameters (the dynamic client).
+func (s *Server) SetLoopback(c kubernetes.Interface, dyn dynamic.Interface) {
 	s.loopback.p.Store(&c)
 	s.webhooks.Start(c)
+	s.policies.Start(c, dyn)
 }
 
 // served pairs a resource's declaration with its storage.
@@ -237,8 +243,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.policies, err = s.newPolicies(ctx.Done()); err != nil {
+		return nil, err
+	}
 	s.admission = admission.New(admission.Config{
 		Webhooks:                            s.webhooks,
+		Policies:                            s.policies,
 		Getter:                              s.getter,
 		DefaultNotReadyTolerationSeconds:    cfg.DefaultNotReadyTolerationSeconds,
 		DefaultUnreachableTolerationSeconds: cfg.DefaultUnreachableTolerationSeconds,

@@ -195,6 +195,10 @@ func controllers() []controller {
 		{"ttl-after-finished-controller", []rule{
 			verbs("get", "list", "watch", "delete").groups(batch).resources("jobs"),
 			eventsRule()}},
+		{"validatingadmissionpolicy-status-controller", []rule{
+			verbs("get", "list", "watch").groups(admissionRegistration).resources("validatingadmissionpolicies"),
+			verbs("get", "patch", "update").groups(admissionRegistration).resources("validatingadmissionpolicies/status"),
+			eventsRule()}},
 		{"root-ca-cert-publisher", []rule{
 			verbs("create", "update").groups(legacy).resources("configmaps"),
 			eventsRule()}},

@@ -24,14 +24,10 @@ import (
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	apiadmission "k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
-	"k8s.io/apiserver/pkg/authentication/user"
 	webhookutil "k8s.io/apiserver/pkg/util/webhook"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -61,7 +57,7 @@ type Webhooks struct {
 	cfg        Config
 	mutating   *mutating.Plugin
 	validating *validating.Plugin
-	objects    objectInterfaces
+	objects    ObjectInterfaces
 	// The plugins' own informers of the configurations (one shared
 	// factory), set before ready.
 	mutatingConfigs, validatingConfigs cache.SharedIndexInformer
@@ -79,7 +75,7 @@ func New(cfg Config) (*Webhooks, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Webhooks{cfg: cfg, mutating: m, validating: v, objects: newObjectInterfaces(cfg.Default, cfg.Versions)}, nil
+	return &Webhooks{cfg: cfg, mutating: m, validating: v, objects: NewObjectInterfaces(cfg.Default, cfg.Versions)}, nil
 }
 
 // Start starts the plugins (their informers) on the API server's loopback
@@ -123,7 +119,7 @@ func (w *Webhooks) Admit(ctx context.Context, a *admission.Attributes) error {
 	if !w.ready.Load() || none(w.mutatingConfigs) {
 		return nil
 	}
-	attr, err := w.attributes(a)
+	attr, err := w.objects.Attributes(a)
 	if err != nil || !w.mutating.Handles(attr.GetOperation()) {
 		return err
 	}
@@ -142,7 +138,7 @@ func (w *Webhooks) Validate(ctx context.Context, a *admission.Attributes) error 
 	if !w.ready.Load() || none(w.validatingConfigs) {
 		return nil
 	}
-	attr, err := w.attributes(a)
+	attr, err := w.objects.Attributes(a)
 	if err != nil || !w.validating.Handles(attr.GetOperation()) {
 		return err
 	}
@@ -155,53 +151,6 @@ func (w *Webhooks) Validate(ctx context.Context, a *admission.Attributes) error 
 // write.
 func none(configs cache.SharedIndexInformer) bool {
 	return configs.HasSynced() && len(configs.GetStore().ListKeys()) == 0
-}
-
-// attributes are upstream's for a kelp write: the kind is the object's
-// (the old object's for a delete), as the scheme or the custom resource
-// declares it.
-func (w *Webhooks) attributes(a *admission.Attributes) (apiadmission.Attributes, error) {
-	obj := a.Object
-	if obj == nil {
-		obj = a.OldObject
-	}
-	var kind schema.GroupVersionKind
-	if obj != nil {
-		k, err := w.objects.kindOf(obj, a.Resource.Group)
-		if err != nil {
-			return nil, apierrors.NewInternalError(fmt.Errorf("admission webhooks: %w", err))
-		}
-		kind = k
-	}
-	// upstream's requests always carry a user
-	var u user.Info = &user.DefaultInfo{}
-	if a.User != nil {
-		u = &user.DefaultInfo{Name: a.User.Name, Groups: a.User.Groups, UID: a.User.UID, Extra: a.User.Extra}
-	}
-	op := apiadmission.Operation(a.Operation)
-	return apiadmission.NewAttributesRecord(a.Object, a.OldObject, kind, a.Namespace, a.Name, a.Resource, a.Subresource,
-		op, operationOptions(op, a.DryRun), a.DryRun, u), nil
-}
-
-// operationOptions are the options upstream hands webhooks with each
-// operation (AdmissionRequest.options).
-func operationOptions(op apiadmission.Operation, dryRun bool) runtime.Object {
-	var dry []string
-	if dryRun {
-		dry = []string{metav1.DryRunAll}
-	}
-	meta := func(kind string) metav1.TypeMeta {
-		return metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: kind}
-	}
-	switch op {
-	case apiadmission.Create:
-		return &metav1.CreateOptions{TypeMeta: meta("CreateOptions"), DryRun: dry}
-	case apiadmission.Update:
-		return &metav1.UpdateOptions{TypeMeta: meta("UpdateOptions"), DryRun: dry}
-	case apiadmission.Delete:
-		return &metav1.DeleteOptions{TypeMeta: meta("DeleteOptions"), DryRun: dry}
-	}
-	return nil
 }
 
 // serviceResolver sends a webhook's requests to its Service's ClusterIP
