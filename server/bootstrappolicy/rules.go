@@ -2,7 +2,7 @@
 // and bindings kube-apiserver reconciles at every start, from
 // plugin/pkg/auth/authorizer/rbac/bootstrappolicy) and its reconciliation
 // through the API. The roles are upstream's at 1.37 with the feature gates
-// kelp serves (no DRA, no ClusterTrustBundles); what kelp adds for its own
+// kelp serves (no DRA); what kelp adds for its own
 // components is in kelp.go.
 package bootstrappolicy
 

@@ -101,8 +101,9 @@ func New(cfg Config) *Chain {
 		// refused before anything is looked up for it.
 		validating: []Validating{nodeRestriction{pods: cfg.Getter(podsResource)}, rbacEscalation{check: cfg.Escalation},
 			namespaceLifecycle{namespaces: cfg.Getter(namespacesResource)}, limitRanger{ranges: cfg.Getter(limitRangesResource)},
+			podResizeValidator{nodes: cfg.Getter(corev1.SchemeGroupVersion.WithResource("nodes"))},
 			runtimeClass{classes: cfg.Getter(runtimeClassesResource)}, priority{classes: cfg.Getter(priorityClassesResource)},
-			certificateSigners{authz: cfg.Escalation.Authorizer},
+			certificateSigners{authz: cfg.Escalation.Authorizer}, clusterTrustBundleAttest{authz: cfg.Escalation.Authorizer},
 			newResourceQuota(cfg.Getter(resourceQuotasResource), cfg.Loopback, cfg.Stop)},
 	}
 	for _, p := range []MutatingValidating{cfg.Policies, cfg.Webhooks} {
