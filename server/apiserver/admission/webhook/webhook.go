@@ -90,7 +90,7 @@ func (w *Webhooks) Start(client kubernetes.Interface) {
 
 func (w *Webhooks) startWith(client kubernetes.Interface) error {
 	factory := informers.NewSharedInformerFactory(client, 0)
-	resolver := serviceResolver{services: w.cfg.Services}
+	resolver := NewServiceResolver(w.cfg.Services)
 	for _, p := range []interface {
 		SetExternalKubeClientSet(kubernetes.Interface)
 		SetExternalKubeInformerFactory(informers.SharedInformerFactory)
