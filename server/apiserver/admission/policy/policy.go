@@ -17,7 +17,6 @@ package policy
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -31,9 +30,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/tools/cache"
 
-	"github.com/kelp-project/kelp/server/apiserver/admission"
 	"github.com/kelp-project/kelp/server/apiserver/admission/webhook"
 	"github.com/kelp-project/kelp/server/apiserver/auth"
 )
@@ -52,19 +49,14 @@ type Config struct {
 	Stop <-chan struct{}
 }
 
-// Policies are the two plugins; until they are started on the loopback
-// client (the API server's first seconds, before any user can write),
-// they admit everything.
+// Policies are the two plugins, guarded by their bindings: a policy acts
+// only through a binding.
 type Policies struct {
-	cfg        Config
-	mutating   *mutating.Plugin
-	validating *validating.Plugin
-	objects    webhook.ObjectInterfaces
-	// The bindings' informers (the plugins' own, from one shared
-	// factory), set before ready: a policy acts only through a binding.
-	mutatingBindings, validatingBindings cache.SharedIndexInformer
-	once                                 sync.Once
-	ready                                atomic.Bool
+	webhook.Upstream
+	cfg              Config
+	mutatingPolicy   *mutating.Plugin
+	validatingPolicy *validating.Plugin
+	once             sync.Once
 }
 
 // New builds the plugins; Start starts them.
@@ -80,7 +72,8 @@ func New(cfg Config) (*Policies, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Policies{cfg: cfg, mutating: m, validating: v, objects: webhook.NewObjectInterfaces(cfg.Default, cfg.Versions)}, nil
+	return &Policies{Upstream: webhook.NewUpstream(m, v, webhook.NewObjectInterfaces(cfg.Default, cfg.Versions)),
+		cfg: cfg, mutatingPolicy: m, validatingPolicy: v}, nil
 }
 
 // Start starts the plugins (their informers, the parameters' dynamic
@@ -108,7 +101,7 @@ func (p *Policies) startWith(client kubernetes.Interface, dyn dynamic.Interface)
 		SetDrainedNotification(<-chan struct{})
 		SetUnconditionalAuthorizer(authorizer.UnconditionalAuthorizer)
 		ValidateInitialization() error
-	}{p.mutating, p.validating} {
+	}{p.mutatingPolicy, p.validatingPolicy} {
 		pl.SetExternalKubeClientSet(client)
 		pl.SetExternalKubeInformerFactory(factory)
 		pl.SetRESTMapper(mapper)
@@ -119,53 +112,11 @@ func (p *Policies) startWith(client kubernetes.Interface, dyn dynamic.Interface)
 			return err
 		}
 	}
-	p.mutatingBindings = factory.Admissionregistration().V1().MutatingAdmissionPolicyBindings().Informer()
-	p.validatingBindings = factory.Admissionregistration().V1().ValidatingAdmissionPolicyBindings().Informer()
+	// The plugins' own informers (one shared factory).
+	p.Arm(factory.Admissionregistration().V1().MutatingAdmissionPolicyBindings().Informer(),
+		factory.Admissionregistration().V1().ValidatingAdmissionPolicyBindings().Informer())
 	factory.Start(p.cfg.Stop)
-	p.ready.Store(true)
 	return nil
-}
-
-// Admit applies the mutating policies whose bindings match, in order,
-// reinvoking those with reinvocationPolicy IfNeeded once when a later one
-// changed the object.
-func (p *Policies) Admit(ctx context.Context, a *admission.Attributes) error {
-	if !p.ready.Load() || none(p.mutatingBindings) {
-		return nil
-	}
-	attr, err := p.objects.Attributes(a)
-	if err != nil || !p.mutating.Handles(attr.GetOperation()) {
-		return err
-	}
-	if err := p.mutating.Admit(ctx, attr, p.objects); err != nil {
-		return err
-	}
-	if rc := attr.GetReinvocationContext(); rc.ShouldReinvoke() {
-		rc.SetIsReinvoke()
-		return p.mutating.Admit(ctx, attr, p.objects)
-	}
-	return nil
-}
-
-// Validate evaluates the validating policies whose bindings match: a
-// Deny refuses the write, a Warn is a warning of the request, an Audit an
-// audit annotation.
-func (p *Policies) Validate(ctx context.Context, a *admission.Attributes) error {
-	if !p.ready.Load() || none(p.validatingBindings) {
-		return nil
-	}
-	attr, err := p.objects.Attributes(a)
-	if err != nil || !p.validating.Handles(attr.GetOperation()) {
-		return err
-	}
-	return p.validating.Validate(ctx, attr, p.objects)
-}
-
-// none reports that no binding of the informer's kind exists (its initial
-// list done): the plugin, which would match nothing, is not asked, since
-// its dispatch still builds versioned attributes on every write.
-func none(bindings cache.SharedIndexInformer) bool {
-	return bindings.HasSynced() && len(bindings.GetStore().ListKeys()) == 0
 }
 
 // upstreamAuthorizer answers upstream's authorizer checks (the

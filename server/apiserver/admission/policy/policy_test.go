@@ -70,11 +70,11 @@ func startPolicies(t *testing.T, authz auth.Authorizer, objs ...runtime.Object) 
 		t.Fatal(err)
 	}
 	p.Start(kubernetes.Interface(client), dynamicfake.NewSimpleDynamicClient(scheme.Scheme))
-	if !p.ready.Load() {
+	if !p.Armed() {
 		t.Fatal("policies not started")
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for !p.mutatingBindings.HasSynced() || !p.validatingBindings.HasSynced() {
+	for !p.Synced() {
 		if time.Now().After(deadline) {
 			t.Fatal("binding informers never synced")
 		}

@@ -19,7 +19,6 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -31,7 +30,6 @@ import (
 	webhookutil "k8s.io/apiserver/pkg/util/webhook"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/kelp-project/kelp/server/apiserver/admission"
 )
@@ -50,19 +48,13 @@ type Config struct {
 	Stop <-chan struct{}
 }
 
-// Webhooks are the two plugins; until they are started on the loopback
-// client (the API server's first seconds, before any user can write),
-// they admit everything.
+// Webhooks are the two plugins, guarded by their configurations.
 type Webhooks struct {
-	cfg        Config
-	mutating   *mutating.Plugin
-	validating *validating.Plugin
-	objects    ObjectInterfaces
-	// The plugins' own informers of the configurations (one shared
-	// factory), set before ready.
-	mutatingConfigs, validatingConfigs cache.SharedIndexInformer
-	once                               sync.Once
-	ready                              atomic.Bool
+	Upstream
+	cfg               Config
+	mutatingWebhook   *mutating.Plugin
+	validatingWebhook *validating.Plugin
+	once              sync.Once
 }
 
 // New builds the plugins; Start starts them.
@@ -75,7 +67,8 @@ func New(cfg Config) (*Webhooks, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Webhooks{cfg: cfg, mutating: m, validating: v, objects: NewObjectInterfaces(cfg.Default, cfg.Versions)}, nil
+	return &Webhooks{Upstream: NewUpstream(m, v, NewObjectInterfaces(cfg.Default, cfg.Versions)),
+		cfg: cfg, mutatingWebhook: m, validatingWebhook: v}, nil
 }
 
 // Start starts the plugins (their informers) on the API server's loopback
@@ -97,7 +90,7 @@ func (w *Webhooks) startWith(client kubernetes.Interface) error {
 		SetServiceResolver(webhookutil.ServiceResolver)
 		SetDrainedNotification(<-chan struct{})
 		ValidateInitialization() error
-	}{w.mutating, w.validating} {
+	}{w.mutatingWebhook, w.validatingWebhook} {
 		p.SetExternalKubeClientSet(client)
 		p.SetExternalKubeInformerFactory(factory)
 		p.SetServiceResolver(resolver)
@@ -106,51 +99,11 @@ func (w *Webhooks) startWith(client kubernetes.Interface) error {
 			return err
 		}
 	}
-	w.mutatingConfigs = factory.Admissionregistration().V1().MutatingWebhookConfigurations().Informer()
-	w.validatingConfigs = factory.Admissionregistration().V1().ValidatingWebhookConfigurations().Informer()
+	// The plugins' own informers (one shared factory).
+	w.Arm(factory.Admissionregistration().V1().MutatingWebhookConfigurations().Informer(),
+		factory.Admissionregistration().V1().ValidatingWebhookConfigurations().Informer())
 	factory.Start(w.cfg.Stop)
-	w.ready.Store(true)
 	return nil
-}
-
-// Admit calls the mutating webhooks that match, reinvoking those with
-// reinvocationPolicy IfNeeded once when a later one changed the object.
-func (w *Webhooks) Admit(ctx context.Context, a *admission.Attributes) error {
-	if !w.ready.Load() || none(w.mutatingConfigs) {
-		return nil
-	}
-	attr, err := w.objects.Attributes(a)
-	if err != nil || !w.mutating.Handles(attr.GetOperation()) {
-		return err
-	}
-	if err := w.mutating.Admit(ctx, attr, w.objects); err != nil {
-		return err
-	}
-	if rc := attr.GetReinvocationContext(); rc.ShouldReinvoke() {
-		rc.SetIsReinvoke()
-		return w.mutating.Admit(ctx, attr, w.objects)
-	}
-	return nil
-}
-
-// Validate calls the validating webhooks that match, in parallel.
-func (w *Webhooks) Validate(ctx context.Context, a *admission.Attributes) error {
-	if !w.ready.Load() || none(w.validatingConfigs) {
-		return nil
-	}
-	attr, err := w.objects.Attributes(a)
-	if err != nil || !w.validating.Handles(attr.GetOperation()) {
-		return err
-	}
-	return w.validating.Validate(ctx, attr, w.objects)
-}
-
-// none reports that no configuration of the informer's kind exists (its
-// initial list done): its plugin, which would match nothing, is not asked,
-// since its dispatch still copies the object and starts timers on every
-// write.
-func none(configs cache.SharedIndexInformer) bool {
-	return configs.HasSynced() && len(configs.GetStore().ListKeys()) == 0
 }
 
 // serviceResolver sends a webhook's requests to its Service's ClusterIP

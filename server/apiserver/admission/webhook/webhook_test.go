@@ -325,7 +325,7 @@ func TestReinvocation(t *testing.T) {
 func TestNoConfigurationsCostNothing(t *testing.T) {
 	w := startWebhooks(t)
 	deadline := time.Now().Add(5 * time.Second)
-	for !w.mutatingConfigs.HasSynced() || !w.validatingConfigs.HasSynced() {
+	for !w.Synced() {
 		if time.Now().After(deadline) {
 			t.Fatal("configuration informers never synced")
 		}
