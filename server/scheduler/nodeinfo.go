@@ -101,6 +101,14 @@ func newPodInfo(pod *v1.Pod) *podInfo {
 	return pi
 }
 
+// scaledDown says whether a bound pod's update lowered the cpu or memory
+// it is accounted with (an in-place resize, or its actuation reported in
+// status).
+func scaledDown(old, cur *v1.Pod) bool {
+	before, after := newPodInfo(old).request, newPodInfo(cur).request
+	return after.MilliCPU < before.MilliCPU || after.Memory < before.Memory
+}
+
 // nodeInfo is the cached state of one node.
 type nodeInfo struct {
 	node        *v1.Node

@@ -219,6 +219,11 @@ func (s *Scheduler) onPodUpdate(oldObj, newObj any) {
 			return
 		}
 		s.cache.addOrUpdatePod(pod)
+		if scaledDown(oldPod, pod) {
+			// A resize gave some of the node back: pods that did not
+			// fit may now (upstream's UpdatePodScaleDown event).
+			s.queue.moveAllUnschedulable()
+		}
 		return
 	}
 	if !needsScheduling(pod) {

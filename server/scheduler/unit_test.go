@@ -144,3 +144,26 @@ func TestFlushLoopTicksOnlyWhilePodsWait(t *testing.T) {
 		t.Errorf("the flush loop went on ticking with nothing waiting: %d more flushes", n-settled)
 	}
 }
+
+// A resize that lowers a bound pod's requests frees room (the queue's
+// unschedulable pods are moved); one that raises them does not.
+func TestScaledDown(t *testing.T) {
+	pod := func(cpu string) *v1.Pod {
+		return &v1.Pod{Spec: v1.PodSpec{NodeName: "n1", Containers: []v1.Container{{Name: "c",
+			Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu)}}}}}}
+	}
+	if !scaledDown(pod("500m"), pod("200m")) {
+		t.Error("500m → 200m is not a scale-down")
+	}
+	if scaledDown(pod("200m"), pod("500m")) {
+		t.Error("200m → 500m is a scale-down")
+	}
+	// While the kubelet has not actuated the shrink, the pod still counts
+	// at its actual (status) resources: no room is freed yet.
+	resizing := pod("200m")
+	resizing.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "c", AllocatedResources: v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m")},
+		Resources: &v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m")}}}}
+	if scaledDown(pod("500m"), resizing) {
+		t.Error("a shrink not yet actuated frees room")
+	}
+}
