@@ -43,6 +43,16 @@ func loadListTypes() (s *smdschema.Schema) {
 	return tv.Schema()
 }
 
+// listTypesWithoutApply are the +listType markers of types that have no
+// apply configuration, and so are not in client-go's schema, by component
+// and property. Upstream's documents have them; without them the CRD
+// builder's copy of such a type (apiextensions-apiserver's, generated)
+// differs from the built-in document's, and merging the CRDs into
+// /openapi/v2 would rename one of the two.
+var listTypesWithoutApply = map[string]map[string]string{
+	"io.k8s.apimachinery.pkg.apis.meta.v1.StatusDetails": {"causes": "atomic"},
+}
+
 // annotateListTypes copies list and map semantics from the structured-
 // merge-diff schema onto the components of the same name.
 //
@@ -50,6 +60,13 @@ func loadListTypes() (s *smdschema.Schema) {
 // also what the API server assumes for them; upstream leaves such lists
 // unannotated. The two mean the same to every consumer.
 func annotateListTypes(components map[string]*schema, smd *smdschema.Schema) {
+	for name, props := range listTypesWithoutApply {
+		for prop, listType := range props {
+			if p := components[name].property(prop); p != nil && p.Type == "array" {
+				p.ListType = listType
+			}
+		}
+	}
 	if smd == nil {
 		return
 	}
@@ -94,4 +111,12 @@ func annotateListTypes(components map[string]*schema, smd *smdschema.Schema) {
 			}
 		}
 	}
+}
+
+// property returns the property name of s, or nil (also for a nil s).
+func (s *schema) property(name string) *schema {
+	if s == nil {
+		return nil
+	}
+	return s.Properties[name]
 }

@@ -29,6 +29,7 @@ package openapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -57,6 +58,28 @@ const (
 	v2ParamPrefix = "#/parameters/"
 )
 
+// V2Document is one version of the /openapi/v2 document in its two forms,
+// each with its own ETag (they are different representations; responses
+// carry Vary: Accept). It is read-only once made.
+type V2Document struct {
+	json  document
+	proto document
+	built time.Time
+}
+
+// NewV2Document makes the document whose JSON form is data (which it keeps;
+// the caller must not change it), converting it to protobuf.
+func NewV2Document(data []byte) (*V2Document, error) {
+	pb, err := toProtoBinary(data)
+	if err != nil {
+		return nil, fmt.Errorf("openapi: converting the v2 document to protobuf: %w", err)
+	}
+	return &V2Document{json: document{data: data, hash: hashOf(data)}, proto: document{data: pb, hash: hashOf(pb)}, built: time.Now()}, nil
+}
+
+// JSON returns the document's JSON form; the caller must not change it.
+func (d *V2Document) JSON() []byte { return d.json.data }
+
 // v2State is the /openapi/v2 document of a Handler. It is built separately
 // from the v3 documents, on the first request for it: current kubectl
 // rarely asks for it (see above), and the protobuf conversion is the most
@@ -66,10 +89,8 @@ type v2State struct {
 	ready chan struct{}
 
 	// Set before ready is closed, read-only after.
-	err      error
-	json     document
-	proto    document
-	built    time.Time
+	err error
+	V2Document
 	duration time.Duration
 }
 
@@ -95,17 +116,29 @@ func (h *Handler) buildV2() {
 		st.err = fmt.Errorf("openapi: generating the v2 document: %w", err)
 		return
 	}
-	pb, err := toProtoBinary(data)
+	doc, err := NewV2Document(data)
 	if err != nil {
-		st.err = fmt.Errorf("openapi: converting the v2 document to protobuf: %w", err)
+		st.err = err
 		return
 	}
-	// Each form has its own ETag: they are different representations
-	// (responses carry Vary: Accept).
-	st.json = document{data: data, hash: hashOf(data)}
-	st.proto = document{data: pb, hash: hashOf(pb)}
-	st.built = time.Now()
+	st.V2Document = *doc
 	st.duration = st.built.Sub(start)
+}
+
+// V2 returns the built-in API's /openapi/v2 document (the static one that
+// the CRDs' definitions are merged into), building it if it is not built
+// yet; it gives up when ctx ends.
+func (h *Handler) V2(ctx context.Context) (*V2Document, error) {
+	h.startV2()
+	select {
+	case <-h.v2.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if h.v2.err != nil {
+		return nil, h.v2.err
+	}
+	return &h.v2.V2Document, nil
 }
 
 // toProtoBinary is kube-openapi's handler.ToProtoBinary: the protobuf form
@@ -118,33 +151,51 @@ func toProtoBinary(data []byte) ([]byte, error) {
 	return proto.MarshalOptions{Deterministic: true}.Marshal(doc)
 }
 
-// serveV2 serves /openapi/v2, negotiating the form as kube-openapi does:
-// the first Accept clause, by preference, that admits JSON or protobuf;
-// JSON when there is no Accept header; 406 when neither is admitted.
+// serveV2 serves the built-in /openapi/v2 document.
 func (h *Handler) serveV2(w http.ResponseWriter, r *http.Request) {
-	w.Header().Add("Vary", "Accept")
+	if _, ok := V2Form(w, r); !ok {
+		return
+	}
+	doc, err := h.V2(r.Context())
+	if err != nil {
+		if r.Context().Err() == nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
+		return
+	}
+	doc.ServeHTTP(w, r)
+}
+
+// V2Form negotiates the form of /openapi/v2 as kube-openapi does: the
+// first Accept clause, by preference, that admits JSON or protobuf; JSON
+// when there is no Accept header. It sets Vary: Accept on the response,
+// and answers 406 itself (ok false) when neither form is admitted, so a
+// caller can refuse before building anything.
+func V2Form(w http.ResponseWriter, r *http.Request) (protobuf bool, ok bool) {
+	w.Header().Set("Vary", "Accept")
 	choice := negotiate(r.Header.Get("Accept"), "application/json", mimeV2ProtobufDeprecated, mimeV2Protobuf)
 	if choice < 0 {
 		http.Error(w, "only application/json and "+mimeV2Protobuf+" are served", http.StatusNotAcceptable)
+		return false, false
+	}
+	return choice > 0, true
+}
+
+// ServeHTTP serves the document in the negotiated form (V2Form), with its
+// ETag (If-None-Match answered 304) and the time it was built as
+// Last-Modified.
+func (d *V2Document) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	protobuf, ok := V2Form(w, r)
+	if !ok {
 		return
 	}
-	h.startV2()
-	select {
-	case <-h.v2.ready:
-	case <-r.Context().Done():
-		return
-	}
-	if h.v2.err != nil {
-		http.Error(w, h.v2.err.Error(), http.StatusInternalServerError)
-		return
-	}
-	doc, ctype := h.v2.json, "application/json"
-	if choice > 0 {
-		doc, ctype = h.v2.proto, mimeV2Protobuf
+	doc, ctype := d.json, "application/json"
+	if protobuf {
+		doc, ctype = d.proto, mimeV2Protobuf
 	}
 	w.Header().Set("Content-Type", ctype)
 	w.Header().Set("Etag", strconv.Quote(doc.hash))
-	http.ServeContent(w, r, "", h.v2.built, bytes.NewReader(doc.data))
+	http.ServeContent(w, r, "", d.built, bytes.NewReader(doc.data))
 }
 
 // negotiate returns the index of the offer (a "type/subtype" media type)
