@@ -3,6 +3,7 @@ package apiserver
 import (
 	"bytes"
 	"container/list"
+	"context"
 	"crypto/sha512"
 	"encoding/json"
 	"fmt"
@@ -18,6 +19,8 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
 	"k8s.io/kube-openapi/pkg/spec3"
+
+	"github.com/kelp-project/kelp/server/apiserver/openapi"
 )
 
 // crdOpenAPIBudget bounds the bytes of built group-version documents kept
@@ -51,6 +54,12 @@ type crdOpenAPI struct {
 	// build serializes building, so concurrent readers of one new
 	// document build it once.
 	build sync.Mutex
+
+	// served is every CRD served now, by name, for /openapi/v2, whose one
+	// document holds them all (crdopenapiv2.go); v2 is that document,
+	// dropped when a CRD changes and built again on the next request.
+	served map[string]*apiextensionsv1.CustomResourceDefinition
+	v2     *crdOpenAPIV2
 }
 
 type crdOpenAPIDoc struct {
@@ -62,7 +71,8 @@ type crdOpenAPIDoc struct {
 }
 
 func newCRDOpenAPI() *crdOpenAPI {
-	return &crdOpenAPI{gvs: map[string]*crdOpenAPIDoc{}, keys: map[string][]string{}, budget: crdOpenAPIBudget}
+	return &crdOpenAPI{gvs: map[string]*crdOpenAPIDoc{}, keys: map[string][]string{}, budget: crdOpenAPIBudget,
+		served: map[string]*apiextensionsv1.CustomResourceDefinition{}}
 }
 
 // crdChanged records that a CRD is served as crd now (nil: no longer).
@@ -76,7 +86,10 @@ func (o *crdOpenAPI) crdChanged(name string, crd *apiextensionsv1.CustomResource
 		dirty[key] = true
 	}
 	delete(o.keys, name)
+	delete(o.served, name)
+	o.v2 = nil
 	if crd != nil {
+		o.served[name] = crd
 		for _, v := range crd.Spec.Versions {
 			if !v.Served {
 				continue
@@ -203,10 +216,21 @@ func buildGroupVersionDoc(key string, crds []*apiextensionsv1.CustomResourceDefi
 	return json.Marshal(merged)
 }
 
+// builtinOpenAPI is the built-in API's documents (openapi.Handler), which
+// the CRDs' are added to.
+type builtinOpenAPI interface {
+	http.Handler
+	V2(ctx context.Context) (*openapi.V2Document, error)
+}
+
 // serve answers /openapi/v3 (the built-in index with the CRDs' documents
-// added) and the CRDs' documents; it returns false for what the built-in
-// handler answers alone.
-func (o *crdOpenAPI) serve(w http.ResponseWriter, r *http.Request, builtin http.Handler) bool {
+// added), the CRDs' documents and /openapi/v2 (the built-in document with
+// the CRDs' merged in); it returns false for what the built-in handler
+// answers alone.
+func (o *crdOpenAPI) serve(w http.ResponseWriter, r *http.Request, builtin builtinOpenAPI) bool {
+	if r.URL.Path == "/openapi/v2" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		return o.serveV2(w, r, builtin)
+	}
 	key, ok := strings.CutPrefix(r.URL.Path, "/openapi/v3")
 	if !ok || (r.Method != http.MethodGet && r.Method != http.MethodHead) {
 		return false
@@ -240,7 +264,7 @@ func (o *crdOpenAPI) serve(w http.ResponseWriter, r *http.Request, builtin http.
 	return true
 }
 
-func (o *crdOpenAPI) serveIndex(w http.ResponseWriter, r *http.Request, builtin http.Handler) bool {
+func (o *crdOpenAPI) serveIndex(w http.ResponseWriter, r *http.Request, builtin builtinOpenAPI) bool {
 	o.mu.Lock()
 	hashes := make(map[string]string, len(o.gvs))
 	for key, d := range o.gvs {

@@ -1,15 +1,20 @@
 package apiserver
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kelp-project/kelp/server/apiserver/openapi"
+	"github.com/kelp-project/kelp/server/apiserver/registry"
 )
 
 func openAPICRD(plural, kind, rv string) *apiextensionsv1.CustomResourceDefinition {
@@ -28,10 +33,24 @@ func openAPICRD(plural, kind, rv string) *apiextensionsv1.CustomResourceDefiniti
 	}
 }
 
-// builtinIndex stands for openapi.Handler's /openapi/v3 index.
-var builtinIndex = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// builtinIndex stands for openapi.Handler: a fixed /openapi/v3 index, and
+// the real /openapi/v2 document of the built-in kinds.
+var builtinIndex = testBuiltin{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte(`{"paths":{"api/v1":{"serverRelativeURL":"/openapi/v3/api/v1?hash=ABC"}}}`))
+})}
+
+type testBuiltin struct{ http.Handler }
+
+// builtinDocs is the openapi.Handler of every built-in kind, made once.
+var builtinDocs = sync.OnceValue(func() *openapi.Handler {
+	var specs []openapi.Resource
+	for _, r := range registry.All(registry.Options{}) {
+		specs = append(specs, openapiResource(r))
+	}
+	return openapi.New(specs)
 })
+
+func (testBuiltin) V2(ctx context.Context) (*openapi.V2Document, error) { return builtinDocs().V2(ctx) }
 
 func getOpenAPI(t *testing.T, o *crdOpenAPI, path string) (*httptest.ResponseRecorder, bool) {
 	t.Helper()

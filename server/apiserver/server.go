@@ -104,7 +104,7 @@ type Server struct {
 	crdOpenAPI  *crdOpenAPI // their /openapi/v3 documents (crdopenapi.go)
 	discoveryMu sync.Mutex  // serializes discovery builds
 	discovery   atomic.Pointer[discoveryDocs]
-	openapi     http.Handler
+	openapi     *openapi.Handler
 	services    *allocator.Services
 	compactor   *storage.Compactor
 	ready       sync.Map // check name -> error
