@@ -44,6 +44,12 @@ func eventsV1Resource() *Resource {
 
 func eventFields(o runtime.Object) fields.Set {
 	e := o.(*corev1.Event)
+	// An Event reported through events.k8s.io/v1 has no source component;
+	// upstream's "source" is then its reporting controller.
+	source := e.Source.Component
+	if source == "" {
+		source = e.ReportingController
+	}
 	return fields.Set{
 		"involvedObject.kind":            e.InvolvedObject.Kind,
 		"involvedObject.namespace":       e.InvolvedObject.Namespace,
@@ -54,7 +60,7 @@ func eventFields(o runtime.Object) fields.Set {
 		"involvedObject.fieldPath":       e.InvolvedObject.FieldPath,
 		"reason":                         e.Reason,
 		"reportingComponent":             e.ReportingController,
-		"source":                         e.Source.Component,
+		"source":                         source,
 		"type":                           e.Type,
 	}
 }
