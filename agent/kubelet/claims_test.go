@@ -87,7 +87,7 @@ func TestClaimVolumeIsItsPVsHostPath(t *testing.T) {
 	}
 	// A readOnly volumeMount is honoured too.
 	pod.Spec.Containers[0].VolumeMounts[0].ReadOnly = true
-	mounts, err := tk.containerMounts(pod, &pod.Spec.Containers[0])
+	mounts, err := tk.containerMounts(pod, &pod.Spec.Containers[0], nil)
 	if m, _ := mountAt(mounts, "/data"); err != nil || !m.ReadOnly || m.Source != dir {
 		t.Errorf("readOnly mount: %+v %v", m, err)
 	}
@@ -119,7 +119,7 @@ func TestUnboundClaimFailsMountUntilBound(t *testing.T) {
 	if st := tk.apiPod(t, pod).Status; st.Phase != corev1.PodPending {
 		t.Errorf("pod phase %s", st.Phase)
 	}
-	if _, err := tk.containerMounts(pod, &pod.Spec.Containers[0]); err == nil {
+	if _, err := tk.containerMounts(pod, &pod.Spec.Containers[0], nil); err == nil {
 		t.Error("mounts for an unresolved claim volume")
 	}
 	// Bound now (the copy read is not reused while it was unbound).

@@ -118,10 +118,7 @@ func (w *podWorker) containerSpec(ctx context.Context, pod *corev1.Pod, c *corev
 	if err != nil {
 		return runtime.ContainerSpec{}, err
 	}
-	mounts, err := k.containerMounts(pod, c)
-	if err != nil {
-		return runtime.ContainerSpec{}, err
-	}
+
 	cgroupParent, err := k.podCgroup(ctx, pod)
 	if err != nil {
 		return runtime.ContainerSpec{}, fmt.Errorf("pod cgroup: %w", err)
@@ -141,6 +138,10 @@ func (w *podWorker) containerSpec(ctx context.Context, pod *corev1.Pod, c *corev
 		if k, v, ok := strings.Cut(kv, "="); ok {
 			vars[k] = v
 		}
+	}
+	mounts, err := k.containerMounts(pod, c, vars)
+	if err != nil {
+		return runtime.ContainerSpec{}, err
 	}
 	command := make([]string, len(c.Command))
 	for i, a := range c.Command {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -273,6 +274,38 @@ func (k *Kubelet) serviceEnv(pod *corev1.Pod) [][2]string {
 // expand replaces $(VAR) with an earlier variable's value; $$ escapes, and
 // unknown references stay as written, as upstream.
 func expand(s string, vars map[string]string) string {
+	return expandWith(s, func(name string) (string, bool) {
+		v, ok := vars[name]
+		return v, ok
+	})
+}
+
+// subPathOf is a mount's subPath, or its subPathExpr expanded with the
+// container's environment; as upstream's kubelet, a reference to a
+// variable that is unset or empty is an error (the container is not
+// created: CreateContainerConfigError until the pod changes), not a path.
+func subPathOf(m corev1.VolumeMount, vars map[string]string) (string, error) {
+	if m.SubPathExpr == "" {
+		return m.SubPath, nil
+	}
+	var missing []string
+	out := expandWith(m.SubPathExpr, func(name string) (string, bool) {
+		v := vars[name]
+		if v == "" && !slices.Contains(missing, name) {
+			missing = append(missing, name)
+		}
+		return v, true
+	})
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return "", fmt.Errorf("subPathExpr %q: missing value for %s", m.SubPathExpr, strings.Join(missing, ", "))
+	}
+	return out, nil
+}
+
+// expandWith is expand over a lookup: a reference it does not know stays
+// as written.
+func expandWith(s string, lookup func(string) (string, bool)) string {
 	if !strings.Contains(s, "$") {
 		return s
 	}
@@ -293,7 +326,7 @@ func expand(s string, vars map[string]string) string {
 				return b.String()
 			}
 			name := s[i+2 : i+2+end]
-			if v, ok := vars[name]; ok {
+			if v, ok := lookup(name); ok {
 				b.WriteString(v)
 			} else {
 				b.WriteString(s[i : i+3+end])

@@ -401,9 +401,10 @@ func writeVolumeFiles(dir string, files map[string]volumeFile) error {
 }
 
 // containerMounts lists the bind mounts of one container: its volumes
-// (with subPath), then the pod's hosts, hostname and resolv.conf, and a
+// (with subPath, or subPathExpr expanded with the container's environment
+// vars), then the pod's hosts, hostname and resolv.conf, and a
 // termination-message file, as the CRI runtime adds them.
-func (k *Kubelet) containerMounts(pod *corev1.Pod, c *corev1.Container) ([]runtime.Mount, error) {
+func (k *Kubelet) containerMounts(pod *corev1.Pod, c *corev1.Container, vars map[string]string) ([]runtime.Mount, error) {
 	vols := map[string]*corev1.Volume{}
 	for i := range pod.Spec.Volumes {
 		vols[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
@@ -427,11 +428,18 @@ func (k *Kubelet) containerMounts(pod *corev1.Pod, c *corev1.Container) ([]runti
 			}
 			src = p
 		}
-		if m.SubPath != "" {
-			if strings.Contains(m.SubPath, "..") || filepath.IsAbs(m.SubPath) {
-				return nil, fmt.Errorf("invalid subPath %q", m.SubPath)
+		subPath, err := subPathOf(m, vars)
+		if err != nil {
+			return nil, err
+		}
+		if subPath != "" {
+			if filepath.IsAbs(subPath) {
+				return nil, fmt.Errorf("subPath %q must not be an absolute path", subPath)
 			}
-			src = filepath.Join(src, m.SubPath)
+			if slices.Contains(strings.Split(filepath.ToSlash(subPath), "/"), "..") {
+				return nil, fmt.Errorf("subPath %q must not contain '..'", subPath)
+			}
+			src = filepath.Join(src, subPath)
 			if _, err := os.Stat(src); os.IsNotExist(err) {
 				if err := os.MkdirAll(src, 0o755); err != nil {
 					return nil, err
