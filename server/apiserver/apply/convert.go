@@ -15,6 +15,8 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsac "k8s.io/apiextensions-apiserver/pkg/client/applyconfiguration"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	apiregistrationac "k8s.io/kube-aggregator/pkg/client/applyconfiguration"
 )
 
 // typeConverter is the structured-merge-diff schema of every k8s.io/api
@@ -29,19 +31,24 @@ import (
 var typeConverter = sync.OnceValue(func() managedfields.TypeConverter {
 	return groupTypeConverter{
 		builtin: applyconfigurations.NewTypeConverter(scheme.Scheme),
-		// CRDs are the one served kind outside client-go: their schema is
+		// CRDs are outside client-go (as APIServices, below): their schema is
 		// in apiextensions-apiserver's apply configurations, built lazily
 		// for the same reason.
 		apiextensions: sync.OnceValue(func() managedfields.TypeConverter {
 			return apiextensionsac.NewTypeConverter(scheme.Scheme)
+		}),
+		// So are APIServices, in kube-aggregator's.
+		apiregistration: sync.OnceValue(func() managedfields.TypeConverter {
+			return apiregistrationac.NewTypeConverter(scheme.Scheme)
 		}),
 	}
 })
 
 // groupTypeConverter asks the schema of the object's API group.
 type groupTypeConverter struct {
-	builtin       managedfields.TypeConverter
-	apiextensions func() managedfields.TypeConverter
+	builtin         managedfields.TypeConverter
+	apiextensions   func() managedfields.TypeConverter
+	apiregistration func() managedfields.TypeConverter
 }
 
 func (c groupTypeConverter) ObjectToTyped(obj runtime.Object, opts ...typed.ValidationOptions) (*typed.TypedValue, error) {
@@ -53,6 +60,9 @@ func (c groupTypeConverter) ObjectToTyped(obj runtime.Object, opts ...typed.Vali
 	}
 	if gvk.Group == apiextensionsv1.GroupName {
 		return c.apiextensions().ObjectToTyped(obj, opts...)
+	}
+	if gvk.Group == apiregistrationv1.GroupName {
+		return c.apiregistration().ObjectToTyped(obj, opts...)
 	}
 	return c.builtin.ObjectToTyped(obj, opts...)
 }

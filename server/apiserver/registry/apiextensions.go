@@ -17,7 +17,7 @@ const CRDCleanupFinalizer = "customresourcecleanup.apiextensions.k8s.io"
 
 func init() {
 	// The API server encodes, decodes and stores through client-go's
-	// scheme; CRDs are the one served kind client-go does not register.
+	// scheme, which lacks CRDs (and APIServices, apiregistration.go).
 	utilruntime.Must(apiextensionsv1.AddToScheme(scheme.Scheme))
 }
 

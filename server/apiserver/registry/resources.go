@@ -42,6 +42,8 @@ func All(opts Options) []*Resource {
 		storageClasses(), volumeAttachments(), csiNodes(), csiDrivers(), csiStorageCapacities(), volumeAttributesClasses(),
 		// apiextensions.k8s.io/v1
 		customResourceDefinitions(),
+		// apiregistration.k8s.io/v1
+		apiServices(),
 		// admissionregistration.k8s.io/v1
 		mutatingWebhookConfigurations(), validatingWebhookConfigurations(),
 		validatingAdmissionPolicies(), validatingAdmissionPolicyBindings(), mutatingAdmissionPolicies(), mutatingAdmissionPolicyBindings(),
