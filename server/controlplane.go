@@ -13,9 +13,11 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kelp-project/kelp/config"
+	"github.com/kelp-project/kelp/server/apiserver/registry"
 	"github.com/kelp-project/kelp/server/controllers"
 	"github.com/kelp-project/kelp/server/controllers/admissionpolicystatus"
 	"github.com/kelp-project/kelp/server/controllers/apfconfig"
+	"github.com/kelp-project/kelp/server/controllers/apiservice"
 	"github.com/kelp-project/kelp/server/controllers/clusterroleaggregation"
 	"github.com/kelp-project/kelp/server/controllers/crd"
 	"github.com/kelp-project/kelp/server/controllers/cronjob"
@@ -145,6 +147,11 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 	}
 	// So does API Priority and Fairness's config controller, kube-apiserver's own.
 	if err := runAPFConfig(ctx, apiext); err != nil {
+		return nil, err
+	}
+	// And the aggregator's APIService controllers (autoregister, CRD
+	// registration, availability).
+	if err := apiservice.Run(ctx, apiext, registry.GroupVersions()); err != nil {
 		return nil, err
 	}
 	run("kube-scheduler", sched, func(ctx context.Context, t *controllers.Toolkit) error {

@@ -1,0 +1,105 @@
+// Package apiservice keeps the apiregistration.k8s.io/v1 APIServices as
+// kube-apiserver's aggregator does, through the API:
+//
+//   - a local APIService (no spec.service) for every built-in group/version
+//     kelp serves, by upstream's autoregister controller, made once at
+//     start with kube-apiserver's priorities (priorities.go);
+//   - one for every group/version a CRD serves, kept while some CRD serves
+//     it (crdregistration.go, kelp's copy of upstream's
+//     crdRegistrationController, which lives in k8s.io/kubernetes);
+//   - Available=True reason Local on local APIServices, by upstream's
+//     local availability controller;
+//   - Available=False on an APIService that names a service (notproxied.go):
+//     kelp has no aggregation layer and proxies to no extension API server,
+//     and such an APIService must not look as if it worked.
+//
+// The API server serves the APIService kind itself
+// (server/apiserver/registry/apiregistration.go); discovery does not come
+// from APIServices in kelp, but from the served table.
+package apiservice
+
+import (
+	"context"
+
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apiextensionsinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
+	aggregatorinformers "k8s.io/kube-aggregator/pkg/client/informers/externalversions"
+	"k8s.io/kube-aggregator/pkg/controllers/autoregister"
+	localavailable "k8s.io/kube-aggregator/pkg/controllers/status/local"
+	availabilitymetrics "k8s.io/kube-aggregator/pkg/controllers/status/metrics"
+)
+
+// Run starts the controllers; they stop with ctx. builtin are the
+// group/versions the API server serves of its own (not from CRDs). rc
+// must be allowed to write APIServices and their status and to read CRDs,
+// which is why the control plane runs them as the API server's loopback
+// user, as kube-apiserver does.
+func Run(ctx context.Context, rc *rest.Config, builtin []schema.GroupVersion) error {
+	client, err := aggregatorclient.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	extClient, err := apiextensionsclient.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	factory := aggregatorinformers.NewSharedInformerFactory(client, 0)
+	apiServices := factory.Apiregistration().V1().APIServices()
+	extFactory := apiextensionsinformers.NewSharedInformerFactory(extClient, 0)
+	crds := extFactory.Apiextensions().V1().CustomResourceDefinitions()
+
+	registration := autoregister.NewAutoRegisterController(apiServices, client.ApiregistrationV1())
+	builtinSet := map[schema.GroupVersion]bool{}
+	for _, gv := range builtin {
+		if svc := localAPIService(gv, builtinPriorities); svc != nil {
+			registration.AddAPIServiceToSyncOnStart(svc)
+			builtinSet[gv] = true
+		}
+	}
+	// Metrics are kept but not registered: kelp exposes no aggregator
+	// metrics.
+	available, err := localavailable.New(apiServices, client.ApiregistrationV1(), availabilitymetrics.New())
+	if err != nil {
+		return err
+	}
+	crdReg := newCRDRegistration(crds, registration, builtinSet)
+	notProxied := newNotProxied(apiServices, client.ApiregistrationV1())
+
+	factory.Start(ctx.Done())
+	extFactory.Start(ctx.Done())
+	go func() {
+		// As kube-apiserver's start hook: the CRDs' group/versions are
+		// registered before autoregister runs, or it would delete their
+		// APIServices as unwanted.
+		if !crdReg.InitialSync(ctx) {
+			return
+		}
+		go crdReg.Run(ctx, 1)
+		registration.Run(1, ctx.Done())
+	}()
+	go available.Run(1, ctx.Done())
+	go notProxied.Run(ctx, 1)
+	return nil
+}
+
+// localAPIService is the APIService of a group/version this server serves
+// (upstream's makeAPIService): named <version>.<group> ("v1." for the core
+// group), no service, the table's priorities; nil when the table has none.
+func localAPIService(gv schema.GroupVersion, priorities map[schema.GroupVersion]priority) *apiregistrationv1.APIService {
+	p, ok := priorities[gv]
+	if !ok {
+		return nil
+	}
+	return &apiregistrationv1.APIService{
+		ObjectMeta: metav1.ObjectMeta{Name: gv.Version + "." + gv.Group},
+		Spec: apiregistrationv1.APIServiceSpec{
+			Group: gv.Group, Version: gv.Version,
+			GroupPriorityMinimum: p.group, VersionPriority: p.version,
+		},
+	}
+}
