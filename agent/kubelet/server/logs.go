@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/kelp-project/kelp/runtime"
 	"github.com/kelp-project/kelp/runtime/containerlog"
 )
@@ -221,11 +223,12 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	conn, streams, ok := openChannels(w, r, false)
+	ch, ok := openChannels(w, r, false)
 	if !ok {
 		return
 	}
-	defer conn.Close()
+	defer ch.conn.Close()
+	streams := ch.streams
 	br := bufio.NewReader(f)
 	for {
 		if b, ok := nextLine(f, br); ok {
@@ -245,7 +248,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if st, err := s.runtime.ContainerStatus(r.Context(), c.ID); err != nil || st.State != runtime.StateRunning {
-			_, _ = streams[3].Write([]byte(`{"metadata":{},"status":"Success"}`))
+			ch.result(metav1.Status{Status: metav1.StatusSuccess})
 			return
 		}
 		select {

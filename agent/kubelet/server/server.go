@@ -197,11 +197,12 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	stdin, tty := boolParam(q, "stdin"), boolParam(q, "tty")
-	conn, streams, ok := openChannels(w, r, stdin)
+	ch, ok := openChannels(w, r, stdin)
 	if !ok {
 		return
 	}
-	defer conn.Close()
+	defer ch.conn.Close()
+	streams := ch.streams
 	var in io.Reader
 	if stdin {
 		in = streams[0]
@@ -220,36 +221,63 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 			Message: fmt.Sprintf("command terminated with non-zero exit code: error executing command %v, exit code %d", cmd, code),
 			Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: "ExitCode", Message: strconv.Itoa(code)}}}}
 	}
-	b, _ := json.Marshal(status)
-	_, _ = streams[3].Write(b)
+	ch.result(status)
 }
 
-// openChannels upgrades an exec or attach request to the WebSocket channel
-// protocol (v5.channel.k8s.io and earlier): 0 stdin (when asked for), 1
-// stdout, 2 stderr, 3 the result as a Status, 4 terminal resizes, which
-// are read and dropped (not applied).
-func openChannels(w http.ResponseWriter, r *http.Request, stdin bool) (*wsstream.Conn, []io.ReadWriteCloser, bool) {
+// channels is an exec or attach stream upgraded to the WebSocket channel
+// protocol: 0 stdin (when asked for), 1 stdout, 2 stderr, 3 the result,
+// 4 terminal resizes, which are read and dropped (not applied).
+type channels struct {
+	conn     *wsstream.Conn
+	streams  []io.ReadWriteCloser
+	protocol string
+}
+
+// Every version of the channel protocol upstream's kubelet speaks: v4 and
+// v5 (with its close signal, which wsstream handles) report the result as
+// a JSON Status; the earlier ones (channel.k8s.io, which upstream's own
+// WebSocket exec conformance spec asks for, and no protocol at all) report
+// only a failure, as its message. The base64 forms encode each message.
+var channelProtocols = map[string]struct{ binary, statusJSON bool }{
+	"v5.channel.k8s.io": {true, true}, "v4.channel.k8s.io": {true, true}, "v4.base64.channel.k8s.io": {false, true},
+	"channel.k8s.io": {true, false}, "base64.channel.k8s.io": {false, false}, "": {true, false},
+}
+
+func openChannels(w http.ResponseWriter, r *http.Request, stdin bool) (*channels, bool) {
 	if !wsstream.IsWebSocketRequest(r) {
-		http.Error(w, "kelp's kubelet speaks the WebSocket channel protocol (v5.channel.k8s.io) only; SPDY is not supported", http.StatusBadRequest)
-		return nil, nil, false
+		http.Error(w, "kelp's kubelet speaks the WebSocket channel protocol (v5.channel.k8s.io and earlier) only; SPDY is not supported", http.StatusBadRequest)
+		return nil, false
 	}
-	channels := []wsstream.ChannelType{wsstream.ReadChannel, wsstream.WriteChannel, wsstream.WriteChannel, wsstream.WriteChannel, wsstream.ReadChannel}
+	types := []wsstream.ChannelType{wsstream.ReadChannel, wsstream.WriteChannel, wsstream.WriteChannel, wsstream.WriteChannel, wsstream.ReadChannel}
 	if !stdin {
-		channels[0] = wsstream.IgnoreChannel
+		types[0] = wsstream.IgnoreChannel
 	}
 	protocols := map[string]wsstream.ChannelProtocolConfig{}
-	for _, p := range []string{"v5.channel.k8s.io", "v4.channel.k8s.io"} {
-		protocols[p] = wsstream.ChannelProtocolConfig{Binary: true, Channels: channels}
+	for p, c := range channelProtocols {
+		protocols[p] = wsstream.ChannelProtocolConfig{Binary: c.binary, Channels: types}
 	}
 	conn := wsstream.NewConn(protocols)
 	conn.SetIdleTimeout(4 * time.Hour)
-	_, streams, err := conn.Open(w, r)
+	protocol, streams, err := conn.Open(w, r)
 	if err != nil {
 		logrus.WithError(err).Debug("kubelet: stream upgrade")
-		return nil, nil, false
+		return nil, false
 	}
 	go func() { _, _ = io.Copy(io.Discard, streams[4]) }()
-	return conn, streams, true
+	return &channels{conn: conn, streams: streams, protocol: protocol}, true
+}
+
+// result writes the command's outcome on the error channel in the form
+// the negotiated protocol expects.
+func (c *channels) result(status metav1.Status) {
+	if channelProtocols[c.protocol].statusJSON {
+		b, _ := json.Marshal(status)
+		_, _ = c.streams[3].Write(b)
+		return
+	}
+	if status.Status != metav1.StatusSuccess {
+		_, _ = c.streams[3].Write([]byte(status.Message))
+	}
 }
 
 func boolParam(q map[string][]string, name string) bool {

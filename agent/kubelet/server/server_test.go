@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gorilla/websocket"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -42,7 +44,12 @@ func (p *fakePods) Sandbox(ns, pod string) (string, error) {
 // fakeRuntime: every container has exited, so logs are never followed.
 type fakeRuntime struct{}
 
-func (fakeRuntime) Exec(context.Context, string, []string, io.Reader, io.Writer, io.Writer, bool) (int, error) {
+// Exec echoes its command's arguments; "false" exits 1.
+func (fakeRuntime) Exec(_ context.Context, _ string, cmd []string, _ io.Reader, stdout, _ io.Writer, _ bool) (int, error) {
+	if len(cmd) > 0 && cmd[0] == "false" {
+		return 1, nil
+	}
+	_, _ = io.WriteString(stdout, strings.Join(cmd[1:], " "))
 	return 0, nil
 }
 
@@ -238,5 +245,58 @@ func TestExecNeedsACommandAndWebSockets(t *testing.T) {
 	}
 	if code, body := get(t, c, base+"/exec/default/web/c?command=ls"); code != http.StatusBadRequest || !strings.Contains(body, "WebSocket") {
 		t.Errorf("exec without an upgrade: %d %q", code, body)
+	}
+}
+
+// exec over each version of the channel protocol: stdout on channel 1, and
+// the result on channel 3 as a JSON Status (v4, v5) or, before v4, nothing
+// on success and the message on failure (upstream's WebSocket exec
+// conformance spec asks channel.k8s.io and fails on any other channel).
+func TestExecOverEveryChannelProtocol(t *testing.T) {
+	ca := newCA(t)
+	base := endpoint(t, ca, &fakePods{dir: t.TempDir()})
+	tr := client(t, ca, APIServerClientName).Transport.(*http.Transport)
+	run := func(protocol, command string) (stdout, result string) {
+		d := websocket.Dialer{TLSClientConfig: tr.TLSClientConfig, Subprotocols: []string{protocol}}
+		conn, _, err := d.Dial(strings.Replace(base, "https://", "wss://", 1)+"/exec/default/web/c?"+command+"&stdout=1", nil)
+		if err != nil {
+			t.Fatalf("%s: %v", protocol, err)
+		}
+		defer conn.Close()
+		if conn.Subprotocol() != protocol {
+			t.Fatalf("negotiated %q, want %q", conn.Subprotocol(), protocol)
+		}
+		for {
+			_, msg, err := conn.ReadMessage()
+			if err != nil {
+				return
+			}
+			if strings.HasPrefix(protocol, "base64") || strings.Contains(protocol, ".base64.") {
+				dec, err := base64.StdEncoding.DecodeString(string(msg[1:]))
+				if err != nil {
+					t.Fatalf("%s: %v", protocol, err)
+				}
+				msg = append([]byte{msg[0] - '0'}, dec...)
+			}
+			switch {
+			case len(msg) > 0 && msg[0] == 1:
+				stdout += string(msg[1:])
+			case len(msg) > 1 && msg[0] == 3:
+				result += string(msg[1:])
+			}
+		}
+	}
+	for _, p := range []string{"v5.channel.k8s.io", "v4.channel.k8s.io", "v4.base64.channel.k8s.io"} {
+		if out, res := run(p, "command=echo&command=hi"); out != "hi" || res != `{"metadata":{},"status":"Success"}` {
+			t.Errorf("%s: stdout %q, result %q", p, out, res)
+		}
+	}
+	for _, p := range []string{"channel.k8s.io", "base64.channel.k8s.io"} {
+		if out, res := run(p, "command=echo&command=hi"); out != "hi" || res != "" {
+			t.Errorf("%s: stdout %q, result %q, want nothing on the error channel", p, out, res)
+		}
+		if _, res := run(p, "command=false"); !strings.Contains(res, "non-zero exit code") || strings.HasPrefix(res, "{") {
+			t.Errorf("%s: failure result %q, want the message", p, res)
+		}
 	}
 }
