@@ -79,3 +79,29 @@ func TestSubPathExprMustStayInTheVolume(t *testing.T) {
 		t.Errorf("plain subPath: %+v %v", m, err)
 	}
 }
+
+// A volume mounted over /etc/resolv.conf, /etc/hosts or /etc/hostname (a
+// configMap key by subPath, in the Subpath conformance spec) is what the
+// container sees there: the pod's own file is not mounted over it.
+func TestVolumeOverAnEtcFileWins(t *testing.T) {
+	pod := subPathPod("x")
+	tk := newTestKubelet(t, pod)
+	c := &pod.Spec.Containers[0]
+	c.VolumeMounts = []corev1.VolumeMount{{Name: "work", MountPath: "/etc/resolv.conf", SubPath: "resolv"}}
+	mounts, err := tk.containerMounts(pod, c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var at []string
+	for _, m := range mounts {
+		if m.Destination == "/etc/resolv.conf" {
+			at = append(at, m.Source)
+		}
+	}
+	if len(at) != 1 || !strings.HasSuffix(at[0], "/work/resolv") {
+		t.Errorf("mounts at /etc/resolv.conf: %q, want only the volume's", at)
+	}
+	if _, ok := mountAt(mounts, "/etc/hosts"); !ok {
+		t.Error("/etc/hosts not mounted")
+	}
+}

@@ -402,15 +402,16 @@ func writeVolumeFiles(dir string, files map[string]volumeFile) error {
 
 // containerMounts lists the bind mounts of one container: its volumes
 // (with subPath, or subPathExpr expanded with the container's environment
-// vars), then the pod's hosts, hostname and resolv.conf, and a
-// termination-message file, as the CRI runtime adds them.
+// vars), then the pod's hosts, hostname and resolv.conf, each unless a
+// volume is mounted there (as the kubelet and containerd's CRI skip
+// them), and a termination-message file, as the CRI runtime adds them.
 func (k *Kubelet) containerMounts(pod *corev1.Pod, c *corev1.Container, vars map[string]string) ([]runtime.Mount, error) {
 	vols := map[string]*corev1.Volume{}
 	for i := range pod.Spec.Volumes {
 		vols[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
 	}
 	var out []runtime.Mount
-	hasEtcHosts := false
+	mounted := map[string]bool{}
 	for _, m := range c.VolumeMounts {
 		v := vols[m.Name]
 		if v == nil {
@@ -449,17 +450,14 @@ func (k *Kubelet) containerMounts(pod *corev1.Pod, c *corev1.Container, vars map
 		readOnly := m.ReadOnly || v.ConfigMap != nil || v.Secret != nil || v.DownwardAPI != nil || v.Projected != nil ||
 			v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ReadOnly
 		out = append(out, runtime.Mount{Source: src, Destination: m.MountPath, ReadOnly: readOnly})
-		if m.MountPath == "/etc/hosts" {
-			hasEtcHosts = true
-		}
+		mounted[filepath.Clean(m.MountPath)] = true
 	}
 	dir := k.podDir(pod.UID)
-	if !hasEtcHosts {
-		out = append(out, runtime.Mount{Source: filepath.Join(dir, "hosts"), Destination: "/etc/hosts"})
+	for _, f := range []string{"hosts", "hostname", "resolv.conf"} {
+		if dst := "/etc/" + f; !mounted[dst] {
+			out = append(out, runtime.Mount{Source: filepath.Join(dir, f), Destination: dst})
+		}
 	}
-	out = append(out,
-		runtime.Mount{Source: filepath.Join(dir, "hostname"), Destination: "/etc/hostname"},
-		runtime.Mount{Source: filepath.Join(dir, "resolv.conf"), Destination: "/etc/resolv.conf"})
 	termPath := c.TerminationMessagePath
 	if termPath == "" {
 		termPath = corev1.TerminationMessagePathDefault
