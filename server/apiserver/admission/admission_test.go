@@ -202,7 +202,11 @@ func TestDefaultTolerationSeconds(t *testing.T) {
 			in: []corev1.Toleration{{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
 			want: []corev1.Toleration{{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
 				notReady(120), unreachable(60)}},
-		{name: "update left alone", op: "UPDATE"},
+		// As upstream's plugin, an update too: replacing the tolerations
+		// keeps these two, so the update only adds (pod validation).
+		{name: "update that replaced them", op: "UPDATE", in: []corev1.Toleration{other},
+			want: []corev1.Toleration{other, notReady(120), unreachable(60)}},
+		{name: "delete left alone", op: "DELETE"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"},

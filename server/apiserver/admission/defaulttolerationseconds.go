@@ -9,13 +9,19 @@ import (
 // defaultTolerationSeconds gives every new pod bounded tolerations for the
 // not-ready and unreachable NoExecute taints, as upstream's
 // DefaultTolerationSeconds plugin does: a pod on a dead node is evicted
-// after this long (300 s by default) instead of never or at once.
+// after this long (300 s by default) instead of never or at once. Like
+// upstream's it also runs on a pod's update (not its subresources), so an
+// update that replaces the tolerations keeps these two, and only adds
+// tolerations, which is all pod validation allows.
 type defaultTolerationSeconds struct {
 	notReady, unreachable int64
 }
 
 func (d defaultTolerationSeconds) Admit(_ context.Context, a *Attributes) error {
-	p, ok := creatingPod(a)
+	if a.Operation != "CREATE" && a.Operation != "UPDATE" || a.Resource.GroupResource() != podsResource.GroupResource() || a.Subresource != "" {
+		return nil
+	}
+	p, ok := a.Object.(*corev1.Pod)
 	if !ok {
 		return nil
 	}
