@@ -1,6 +1,7 @@
 // Package prober runs a pod's startup, liveness and readiness probes and
 // the checks behind its postStart and preStop hooks: exec in the
-// container, HTTP GET and TCP connect against the pod's IP. It knows the
+// container, HTTP GET, TCP connect and gRPC health checks against the
+// pod's IP. It knows the
 // container runtime only through the small interfaces below, and the pod
 // worker only through the callback it is built with.
 package prober
@@ -53,7 +54,7 @@ func Check(ctx context.Context, rt Execer, t Target, h corev1.ProbeHandler) erro
 		}
 		return conn.Close()
 	case h.GRPC != nil:
-		return fmt.Errorf("gRPC probes are not supported by kelp yet")
+		return grpcCheck(ctx, t, h.GRPC.Port, h.GRPC.Service)
 	}
 	return fmt.Errorf("probe has no handler")
 }

@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/record"
@@ -144,8 +147,44 @@ func TestCheckExec(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "exited with 2") || strings.Count(err.Error(), "out of c1") != 2 {
 		t.Fatalf("exit 2: %v, want the code and both streams' output", err)
 	}
-	if err := Check(t.Context(), rt, target(0), corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 1}}); err == nil {
-		t.Fatal("a gRPC probe passed")
+}
+
+// A gRPC probe asks the standard health service for the probe's service:
+// SERVING passes, NOT_SERVING and an unknown service fail, as does a port
+// with nothing listening.
+func TestGRPCCheck(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	hs := health.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus("down", healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(srv, hs)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+	port := int32(ln.Addr().(*net.TCPAddr).Port)
+	tg := Target{PodIP: "127.0.0.1"}
+	check := func(service *string) error {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		return Check(ctx, &fakeRuntime{}, tg, corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: port, Service: service}})
+	}
+	if err := check(nil); err != nil {
+		t.Errorf("a SERVING server: %v", err)
+	}
+	down := "down"
+	if err := check(&down); err == nil || !strings.Contains(err.Error(), "NOT_SERVING") {
+		t.Errorf("a NOT_SERVING service: %v", err)
+	}
+	unknown := "nope"
+	if err := check(&unknown); err == nil {
+		t.Error("an unknown service passed")
+	}
+	srv.Stop()
+	if err := check(nil); err == nil {
+		t.Error("a stopped server passed")
 	}
 }
 
