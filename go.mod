@@ -24,7 +24,6 @@ require (
 	github.com/google/cel-go v0.29.2 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	golang.org/x/exp v0.0.0-20260410095643-746e56fc9e2f // indirect
-	k8s.io/kms v0.37.2 // indirect
 	k8s.io/kube-aggregator v0.37.2
 	sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.36.0 // indirect
 )
