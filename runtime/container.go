@@ -38,6 +38,9 @@ type ContainerSpec struct {
 	Security      Security
 	LogPath       string // absolute; CRI-format log written by the logger binary
 	TTY, Stdin    bool   // Stdin: the container's stdin is /dev/null (no attach yet)
+	// Sysctls are the pod's, by dotted name, written by runc inside the
+	// container's namespaces.
+	Sysctls map[string]string
 }
 
 // Mount is one bind or tmpfs mount.

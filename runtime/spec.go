@@ -166,9 +166,28 @@ func (r *Runtime) specOpts(spec ContainerSpec) []oci.SpecOpts {
 	if spec.TTY {
 		opts = append(opts, oci.WithTTY)
 	}
+	if len(spec.Sysctls) > 0 {
+		opts = append(opts, withSysctls(spec.Sysctls))
+	}
 	opts = append(opts, userOpts(img, spec.Security)...)
 	opts = append(opts, securityOpts(spec.Security)...)
 	return opts
+}
+
+// withSysctls sets the pod's sysctls in the spec (Linux.Sysctl).
+func withSysctls(sysctls map[string]string) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *specs.Spec) error {
+		if s.Linux == nil {
+			s.Linux = &specs.Linux{}
+		}
+		if s.Linux.Sysctl == nil {
+			s.Linux.Sysctl = map[string]string{}
+		}
+		for k, v := range sysctls {
+			s.Linux.Sysctl[k] = v
+		}
+		return nil
+	}
 }
 
 // withEnv sets the environment outright; oci.WithEnv would merge with the

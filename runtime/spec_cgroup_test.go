@@ -159,3 +159,24 @@ func TestSpecCgroupParentDefault(t *testing.T) {
 		}
 	}
 }
+
+// A pod's sysctls reach the OCI spec, for runc to write inside the
+// container's namespaces.
+func TestSpecSysctls(t *testing.T) {
+	l, err := cgroups.NewLayout(cgroups.Cgroupfs, "/kubepods")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Runtime{opts: Options{Cgroups: cgroups.Host{Root: cgroups.DefaultRoot, Version: cgroups.V1, Layout: l}}}
+	ctx := namespaces.WithNamespace(context.Background(), Namespace)
+	want := map[string]string{"kernel.shm_rmid_forced": "1", "net.ipv4.tcp_syncookies": "0"}
+	s, err := oci.GenerateSpec(ctx, nil, &containers.Container{ID: "c1"}, r.specOpts(ContainerSpec{ID: "c1", Sysctls: want})...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range want {
+		if s.Linux.Sysctl[k] != v {
+			t.Errorf("sysctl %s = %q, want %q (spec: %v)", k, s.Linux.Sysctl[k], v, s.Linux.Sysctl)
+		}
+	}
+}

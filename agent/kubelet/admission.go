@@ -27,7 +27,10 @@ import (
 //   - NodeAffinity: nodeSelector and required node affinity match the Node;
 //   - NodePorts: no host port taken by an active admitted pod (the
 //     scheduler's rule, hostports);
-//   - TaintToleration: every NoExecute taint of the Node is tolerated.
+//   - TaintToleration: every NoExecute taint of the Node is tolerated;
+//
+// after the sysctl allowlist (sysctls.go: reason SysctlForbidden), which
+// upstream's kubelet checks first among its admit handlers.
 //
 // Pods are admitted in creation order: the undecided pods older than the
 // one asking are decided first, so a pod is never rejected because of one
@@ -111,6 +114,9 @@ func (k *Kubelet) admit(ctx context.Context, pod *corev1.Pod) admission {
 func decide(pod *corev1.Pod, node *corev1.Node, active []*corev1.Pod) admission {
 	reject := func(predicate, reason string) admission {
 		return admission{pod: pod, reason: predicate, message: "Predicate " + predicate + " failed: " + reason}
+	}
+	if msg := forbiddenSysctl(pod); msg != "" {
+		return admission{pod: pod, reason: reasonSysctlForbidden, message: msg}
 	}
 	if node != nil {
 		if ok, err := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); err != nil || !ok {

@@ -165,6 +165,7 @@ func (w *podWorker) containerSpec(ctx context.Context, pod *corev1.Pod, c *corev
 		CgroupParent: cgroupParent,
 		Resources:    containerResources(c),
 		Security:     containerSecurity(pod, c),
+		Sysctls:      podSysctls(pod),
 		LogPath:      k.logPath(pod, c.Name, n),
 		TTY:          c.TTY,
 		Stdin:        c.Stdin,
