@@ -25,6 +25,7 @@ import (
 	"github.com/kelp-project/kelp/server/controllers/deployment"
 	"github.com/kelp-project/kelp/server/controllers/disruption"
 	"github.com/kelp-project/kelp/server/controllers/endpoints"
+	"github.com/kelp-project/kelp/server/controllers/endpointslicemirroring"
 	"github.com/kelp-project/kelp/server/controllers/garbagecollector"
 	"github.com/kelp-project/kelp/server/controllers/job"
 	"github.com/kelp-project/kelp/server/controllers/namespace"
@@ -110,6 +111,7 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 		}
 		go gc.Run(ctx, 10)
 		go endpoints.New(t.Client, t.Informer).Run(ctx, 5)
+		go endpointslicemirroring.New(t.Client, t.Informer).Run(ctx, 5)
 		lifecycle, err := nodelifecycle.New(t.Client, t.Informer, t.Recorder("node-controller"), cfg.NodeLifecycle)
 		if err != nil {
 			return err

@@ -26,6 +26,7 @@ func kelpControllers() map[string]bool {
 		"namespace-controller": true, "generic-garbage-collector": true,
 		"endpoint-controller": true, "endpointslice-controller": true,
 		"node-controller": true, "service-controller": true,
+		"endpointslicemirroring-controller":           true,
 		"clusterrole-aggregation-controller":          true,
 		"daemon-set-controller":                       true,
 		"statefulset-controller":                      true,
