@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	utilsysctl "k8s.io/component-helpers/node/util/sysctl"
 )
 
 // Pod sysctls (spec.securityContext.sysctls), as upstream's kubelet: set
@@ -31,25 +32,6 @@ var safeSysctls = map[string]bool{
 
 const reasonSysctlForbidden = "SysctlForbidden"
 
-// sysctlName is a sysctl's dotted name: "/" may separate its parts too,
-// in which case "." inside a part stays as "/" in the dotted form
-// (upstream's ConvertSysctlVariableToDotsSeparator).
-func sysctlName(name string) string {
-	sep := strings.IndexAny(name, "./")
-	if sep < 0 || name[sep] == '.' {
-		return name
-	}
-	return strings.Map(func(r rune) rune {
-		switch r {
-		case '.':
-			return '/'
-		case '/':
-			return '.'
-		}
-		return r
-	}, name)
-}
-
 // forbiddenSysctl says why the pod may not have one of its sysctls, or
 // "" when it may have them all: not on the allowlist, or a sysctl of a
 // namespace the pod shares with the node.
@@ -58,7 +40,7 @@ func forbiddenSysctl(pod *corev1.Pod) string {
 		return ""
 	}
 	for _, s := range pod.Spec.SecurityContext.Sysctls {
-		name := sysctlName(s.Name)
+		name := utilsysctl.NormalizeName(s.Name)
 		switch {
 		case !safeSysctls[name]:
 			return fmt.Sprintf("forbidden sysctl: %q not allowlisted", s.Name)
@@ -79,7 +61,7 @@ func podSysctls(pod *corev1.Pod) map[string]string {
 	}
 	out := map[string]string{}
 	for _, s := range pod.Spec.SecurityContext.Sysctls {
-		out[sysctlName(s.Name)] = s.Value
+		out[utilsysctl.NormalizeName(s.Name)] = s.Value
 	}
 	return out
 }

@@ -39,7 +39,4 @@ func TestSysctls(t *testing.T) {
 			t.Errorf("%v: %+v, want SysctlForbidden %q", tc.pod.Spec.SecurityContext.Sysctls, a, tc.want)
 		}
 	}
-	if n := sysctlName("net/ipv4/conf/eno2.100/rp_filter"); n != "net.ipv4.conf.eno2/100.rp_filter" {
-		t.Errorf("slash form converted to %q", n)
-	}
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"path"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	utilsysctl "k8s.io/component-helpers/node/util/sysctl"
 )
 
 // podSpecContext says where a PodSpec is embedded, because a few rules
@@ -309,6 +311,7 @@ func validatePodSpec(spec *corev1.PodSpec, fldPath *field.Path, ctx podSpecConte
 	allErrs = append(allErrs, validateDNSConfig(spec.DNSConfig, spec.DNSPolicy, fldPath.Child("dnsConfig"))...)
 	allErrs = append(allErrs, metav1validation.ValidateLabels(spec.NodeSelector, fldPath.Child("nodeSelector"))...)
 	allErrs = append(allErrs, validatePodSecurityContext(spec.SecurityContext, fldPath.Child("securityContext"))...)
+	allErrs = append(allErrs, validateSysctls(spec, fldPath.Child("securityContext", "sysctls"))...)
 	allErrs = append(allErrs, validateAffinity(spec.Affinity, fldPath.Child("affinity"))...)
 	allErrs = append(allErrs, validateTolerations(spec.Tolerations, fldPath.Child("tolerations"))...)
 	allErrs = append(allErrs, validateTopologySpreadConstraints(spec.TopologySpreadConstraints, fldPath.Child("topologySpreadConstraints"))...)
@@ -1207,10 +1210,40 @@ func validatePodSecurityContext(sc *corev1.PodSecurityContext, fldPath *field.Pa
 		}
 	}
 	allErrs = append(allErrs, validateSeccompProfile(sc.SeccompProfile, fldPath.Child("seccompProfile"))...)
-	for i, s := range sc.Sysctls {
-		if s.Name == "" {
-			allErrs = append(allErrs, field.Required(fldPath.Child("sysctls").Index(i).Child("name"), ""))
+	return allErrs
+}
+
+// sysctlName is upstream's rule for a sysctl's name: dot- or
+// slash-separated segments of lower-case alphanumerics, '-' and '_'.
+var sysctlName = regexp.MustCompile(`^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$`)
+
+// validateSysctls is upstream's: names well formed and distinct, and no
+// sysctl of a namespace the pod shares with the host. Whether a node
+// allows a sysctl is the kubelet's to decide (SysctlForbidden).
+func validateSysctls(spec *corev1.PodSpec, fldPath *field.Path) field.ErrorList {
+	if spec.SecurityContext == nil {
+		return nil
+	}
+	var allErrs field.ErrorList
+	names := map[string]bool{}
+	for i, s := range spec.SecurityContext.Sysctls {
+		p := fldPath.Index(i).Child("name")
+		switch {
+		case s.Name == "":
+			allErrs = append(allErrs, field.Required(p, ""))
+		case len(s.Name) > 253 || !sysctlName.MatchString(s.Name):
+			allErrs = append(allErrs, field.Invalid(p, s.Name, fmt.Sprintf("must have at most 253 characters and match regex %s", sysctlName)))
+		case names[s.Name]:
+			allErrs = append(allErrs, field.Duplicate(p, s.Name))
 		}
+		ns, _, _ := utilsysctl.GetNamespace(s.Name)
+		switch {
+		case spec.HostNetwork && ns == utilsysctl.NetNamespace:
+			allErrs = append(allErrs, field.Invalid(p, s.Name, "may not be specified when 'hostNetwork' is true"))
+		case spec.HostIPC && ns == utilsysctl.IPCNamespace:
+			allErrs = append(allErrs, field.Invalid(p, s.Name, "may not be specified when 'hostIPC' is true"))
+		}
+		names[s.Name] = true
 	}
 	return allErrs
 }

@@ -36,6 +36,19 @@ func TestPodCreate(t *testing.T) {
 		{"owner reference needs uid", func(p *corev1.Pod) {
 			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs"}}
 		}, []want{{field.ErrorTypeRequired, "metadata.ownerReferences[0].uid", ""}}},
+		// The Sysctls conformance spec: malformed names are refused, the
+		// others (safe or not) are the kubelet's to decide.
+		{"sysctl names", func(p *corev1.Pod) {
+			p.Spec.SecurityContext = &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{
+				{Name: "foo-", Value: "bar"}, {Name: "kernel.shmmax", Value: "1"}, {Name: "safe-and-unsafe", Value: "1"},
+				{Name: "bar..", Value: "42"}, {Name: "net/ipv4/ip_local_port_range", Value: "1 2"}, {Name: "kernel.shmmax", Value: "2"}}}
+		}, []want{{field.ErrorTypeInvalid, "spec.securityContext.sysctls[0].name", "must have at most 253 characters"},
+			{field.ErrorTypeInvalid, "spec.securityContext.sysctls[3].name", ""},
+			{field.ErrorTypeDuplicate, "spec.securityContext.sysctls[5].name", ""}}},
+		{"net sysctl on the host network", func(p *corev1.Pod) {
+			p.Spec.HostNetwork = true
+			p.Spec.SecurityContext = &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{{Name: "net.ipv4.tcp_syncookies", Value: "1"}}}
+		}, []want{{field.ErrorTypeInvalid, "spec.securityContext.sysctls[0].name", "may not be specified when 'hostNetwork' is true"}}},
 		{"containers required", func(p *corev1.Pod) { p.Spec.Containers = nil },
 			[]want{{field.ErrorTypeRequired, "spec.containers", ""}}},
 		{"container name required", func(p *corev1.Pod) { p.Spec.Containers[0].Name = "" },
