@@ -136,6 +136,13 @@ func TestInitContainersRunInOrderBeforeAppContainers(t *testing.T) {
 	if podCond(st, corev1.PodInitialized) != corev1.ConditionTrue {
 		t.Fatalf("Initialized %s after both init containers succeeded", podCond(st, corev1.PodInitialized))
 	}
+	// Completed init containers are Ready, as upstream reports them (the
+	// InitContainer conformance spec of a RestartAlways pod).
+	for _, name := range []string{"i1", "i2"} {
+		if cs := containerStatus(t, st.InitContainerStatuses, name); !cs.Ready || cs.State.Terminated == nil {
+			t.Errorf("init container %s status %+v, want terminated and ready", name, cs)
+		}
+	}
 }
 
 func TestFailedInitContainerUnderNeverFailsThePod(t *testing.T) {

@@ -257,6 +257,11 @@ func (w *podWorker) containerStatus(pod *corev1.Pod, c *corev1.Container, inst [
 		}
 		cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}}
 	}
+	// As upstream's prober manager: an init container that completed
+	// successfully is Ready.
+	if init && cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0 {
+		cs.Ready = true
+	}
 	return cs
 }
 
