@@ -27,9 +27,6 @@ func deleteOptions(w http.ResponseWriter, r *http.Request) (*metav1.DeleteOption
 	}
 	if len(data) > 0 {
 		mt := mediaType(r)
-		if mt == "" {
-			mt = mediaJSON
-		}
 		// DeleteOptions is registered in every group version; clients
 		// send whichever they like, so the body is read as plain JSON.
 		var err error

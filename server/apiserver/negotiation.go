@@ -55,8 +55,15 @@ func tooLarge() error {
 	return apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", MaxBodyBytes))
 }
 
+// mediaType is the request body's media type; a body without a
+// Content-Type is JSON, the first of the media types kelp decodes, as
+// upstream's NegotiateInputSerializer takes its first. (A patch without
+// one is still refused: JSON is no patch type.)
 func mediaType(r *http.Request) string {
 	ct := r.Header.Get("Content-Type")
+	if strings.TrimSpace(ct) == "" {
+		return mediaJSON
+	}
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil {
 		return strings.ToLower(strings.TrimSpace(ct))
