@@ -10,6 +10,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -59,6 +60,13 @@ func (s *Server) review(w http.ResponseWriter, r *http.Request, info requestInfo
 		return
 	}
 	obj.GetObjectKind().SetGroupVersionKind(sv.GVK())
+	// Reviews have no table columns, as upstream's, whose review storage
+	// converts nothing to a Table: a request for one is 406.
+	if negotiate(r).as == "Table" {
+		s.writeError(w, r, &apierrors.StatusError{ErrStatus: statusFailure(http.StatusNotAcceptable, metav1.StatusReasonNotAcceptable,
+			fmt.Sprintf("the resource %s does not support being converted to a Table", sv.GVR.Resource))})
+		return
+	}
 	s.writeObject(w, r, http.StatusCreated, obj)
 }
 

@@ -1,11 +1,13 @@
 package integration
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -289,5 +291,25 @@ func TestEventAPIsShareStorage(t *testing.T) {
 	}
 	if _, err := cs.CoreV1().Events("default").Get(ctx, "e1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("deleted through one API, still in the other: %v", err)
+	}
+}
+
+// A review asked for as a Table is 406, as upstream's (the Table
+// transformation conformance spec): reviews convert to no Table. Asked
+// plainly, it is answered.
+func TestReviewAsTableIsNotAcceptable(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxT(t)
+	sar := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/", Verb: "get"}}}
+	err := s.client().AuthorizationV1().RESTClient().Post().Resource("selfsubjectaccessreviews").
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").Body(sar).Do(ctx).Error()
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) || st.Status().Code != 406 {
+		t.Fatalf("a review as a Table: %v, want 406", err)
+	}
+	got, err := s.client().AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+	if err != nil || !got.Status.Allowed {
+		t.Fatalf("the review itself: %+v %v", got, err)
 	}
 }
