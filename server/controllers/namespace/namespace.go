@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -201,12 +202,32 @@ func (c *Controller) deleteAllContent(ctx context.Context, ns *corev1.Namespace)
 		setCond(corev1.NamespaceDeletionGVParsingFailure, false, reasonParsingSucceeded, "All legacy kube types successfully parsed")
 	}
 
+	// Pods go first, and nothing else goes while one remains (upstream's
+	// OrderedNamespaceDeletion, GA in 1.34): a pod being torn down still
+	// reads its ConfigMaps, Secrets and service account, and a
+	// NetworkPolicy still guards it.
+	slices.SortStableFunc(resources, func(a, b resource) int {
+		switch {
+		case a.gvr == b.gvr || a.gvr != podsGVR && b.gvr != podsGVR:
+			return 0
+		case a.gvr == podsGVR:
+			return -1
+		}
+		return 1
+	})
 	var deleteErrs []error
 	remaining := map[string]int{}  // "resource.group" -> count
 	finalizers := map[string]int{} // finalizer -> count
 	var estimate time.Duration
+	podsLeft := false
 	for _, r := range resources {
+		if podsLeft && r.gvr != podsGVR {
+			break
+		}
 		res, err := c.deleteResource(ctx, ns.Name, r)
+		if r.gvr == podsGVR {
+			podsLeft = err != nil || res.count > 0
+		}
 		if err != nil {
 			deleteErrs = append(deleteErrs, err)
 			continue
@@ -253,6 +274,8 @@ func (c *Controller) deleteAllContent(ctx context.Context, ns *corev1.Namespace)
 	}
 	return nil
 }
+
+var podsGVR = corev1.SchemeGroupVersion.WithResource("pods")
 
 type resource struct {
 	gvr              schema.GroupVersionResource

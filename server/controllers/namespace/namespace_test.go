@@ -206,8 +206,9 @@ func TestTerminatingNamespaceIsEmptiedAndFinalized(t *testing.T) {
 	start(t, c, f)
 	ctx := context.Background()
 
-	// Everything without a finalizer goes; the held pod is marked deleted
-	// and the namespace reports what remains.
+	// Pods go first (OrderedNamespaceDeletion): the held pod is marked
+	// deleted, and while it remains nothing else is deleted; the
+	// namespace reports what remains.
 	var ns *corev1.Namespace
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 5*time.Second, true, func(ctx context.Context) (bool, error) {
 		var err error
@@ -221,11 +222,11 @@ func TestTerminatingNamespaceIsEmptiedAndFinalized(t *testing.T) {
 	if err != nil {
 		t.Fatalf("waiting for NamespaceFinalizersRemaining=True: %v (status %+v)", err, ns.Status)
 	}
-	if got := names(t, mc, configmaps, "doomed"); len(got) != 0 {
-		t.Errorf("configmaps left in doomed: %v", got)
+	if got := names(t, mc, configmaps, "doomed"); len(got) != 2 {
+		t.Errorf("configmaps in doomed while a pod remains: %v, want both kept", got)
 	}
-	if got := names(t, mc, deployments, "doomed"); len(got) != 0 {
-		t.Errorf("deployments left in doomed: %v", got)
+	if got := names(t, mc, deployments, "doomed"); len(got) != 1 {
+		t.Errorf("deployments in doomed while a pod remains: %v, want kept", got)
 	}
 	if got := names(t, mc, pods, "doomed"); len(got) != 1 || got[0] != "pod-held" {
 		t.Errorf("pods in doomed = %v, want [pod-held]", got)
@@ -267,6 +268,12 @@ func TestTerminatingNamespaceIsEmptiedAndFinalized(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("namespace doomed was not finalized: %v", err)
+	}
+	if got := names(t, mc, configmaps, "doomed"); len(got) != 0 {
+		t.Errorf("configmaps left in doomed: %v", got)
+	}
+	if got := names(t, mc, deployments, "doomed"); len(got) != 0 {
+		t.Errorf("deployments left in doomed: %v", got)
 	}
 
 	// The other namespace is untouched.
