@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/sirupsen/logrus"
 	"io"
 	"net"
 	"net/http"
@@ -83,6 +84,10 @@ func (s *Server) proxyToKubelet(w http.ResponseWriter, r *http.Request, info req
 	target := &url.URL{Scheme: "https", Host: net.JoinHostPort(host, strconv.Itoa(port)),
 		Path:     strings.TrimSuffix("/"+kubeletPaths[info.Subresource]+"/"+pod.Namespace+"/"+pod.Name+"/"+container, "/"),
 		RawQuery: q.Encode()}
+	if info.Subresource == "log" && wsstream.IsWebSocketRequest(r) {
+		s.logOverWebSocket(w, r, target, pod.Name)
+		return
+	}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL = target
@@ -110,6 +115,32 @@ func (s *Server) proxyToKubelet(w http.ResponseWriter, r *http.Request, info req
 		},
 	}
 	proxy.ServeHTTP(w, r)
+}
+
+// logOverWebSocket serves a container's log to a WebSocket client (the
+// binary.k8s.io or base64.binary.k8s.io protocol), as upstream's API
+// server streams any stream-valued read: the kubelet is asked with a
+// plain GET, and its body is copied into WebSocket messages.
+func (s *Server) logOverWebSocket(w http.ResponseWriter, r *http.Request, target *url.URL, pod string) {
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, target.String(), nil)
+	if err != nil {
+		s.writeError(w, r, apierrors.NewInternalError(err))
+		return
+	}
+	resp, err := s.kubeletTransport().RoundTrip(req)
+	if err != nil {
+		s.writeError(w, r, apierrors.NewInternalError(fmt.Errorf("error dialing backend: %v", err)))
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 400 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		s.writeError(w, r, apierrors.NewGenericServerResponse(resp.StatusCode, r.Method, corev1.Resource("pods"), pod, strings.TrimSpace(string(b)), 0, false))
+		return
+	}
+	if err := wsstream.NewReader(resp.Body, true, wsstream.NewDefaultReaderProtocols()).Copy(w, r); err != nil {
+		logrus.Debugf("pod %s log over WebSocket: %v", pod, err)
+	}
 }
 
 // kubeletConnectOptions is what exec, attach and port-forward are

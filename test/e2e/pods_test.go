@@ -3,7 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"k8s.io/kubectl/pkg/util/podutils"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientws "k8s.io/client-go/transport/websocket"
+	"k8s.io/kubectl/pkg/util/podutils"
 )
 
 // Deleting a pod runs its preStop hook, then SIGTERM reaches the app,
@@ -246,4 +248,38 @@ spec:
 	if whileDown < 10 {
 		t.Errorf("%d lines written while kelp was stopped reached the log (of %d), want about 15", whileDown, n)
 	}
+	// The same log read over a WebSocket (binary.k8s.io), as the Pods
+	// conformance spec reads it: the API server streams the kubelet's
+	// answer in WebSocket messages.
+	if got := c.logOverWebSocket(t, "counter", "app"); !strings.HasPrefix(got, "line 0\nline 1\n") {
+		t.Errorf("log over WebSocket starts %q, want line 0 and line 1", got[:min(len(got), 40)])
+	}
+}
+
+// logOverWebSocket reads a container's whole log through a WebSocket
+// upgrade of pods/log.
+func (c *cluster) logOverWebSocket(t *testing.T, pod, container string) string {
+	t.Helper()
+	rt, holder, err := clientws.RoundTripperFor(c.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodGet, c.config.Host+"/api/v1/namespaces/default/pods/"+pod+"/log?container="+container, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := clientws.Negotiate(rt, holder, req, "binary.k8s.io")
+	if err != nil {
+		t.Fatalf("log over WebSocket: %v", err)
+	}
+	defer conn.Close()
+	var b strings.Builder
+	for {
+		_, msg, err := conn.ReadMessage()
+		if err != nil {
+			break
+		}
+		b.Write(msg)
+	}
+	return b.String()
 }
