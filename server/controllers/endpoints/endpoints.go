@@ -289,9 +289,3 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	return errors.Join(c.syncSlices(ctx, key, svc, included), c.syncEndpoints(ctx, svc, included))
 }
-
-// namespaceTerminating is the create error that means "nothing to do": the
-// Service's namespace is going away and takes the Service with it.
-func namespaceTerminating(err error) bool {
-	return apierrors.IsForbidden(err) && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
-}

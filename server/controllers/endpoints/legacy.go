@@ -2,7 +2,6 @@ package endpoints
 
 import (
 	"context"
-	"k8s.io/kubectl/pkg/util/podutils"
 	"maps"
 	"slices"
 	"strings"
@@ -12,6 +11,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/kubectl/pkg/util/podutils"
+
+	"github.com/kelp-project/kelp/server/controllers"
 )
 
 type subset struct {
@@ -131,7 +133,7 @@ func (c *Controller) syncEndpoints(ctx context.Context, svc *corev1.Service, pod
 		if err == nil {
 			c.pendingEndpoints.record(key, ep.Name, "create", "")
 		}
-		if err != nil && namespaceTerminating(err) {
+		if err != nil && controllers.NamespaceTerminating(err) {
 			return nil
 		}
 		return err

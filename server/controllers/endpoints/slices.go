@@ -15,6 +15,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+
+	"github.com/kelp-project/kelp/server/controllers"
 )
 
 // errStale makes the loop retry a Service whose objects this controller
@@ -98,8 +101,15 @@ func (p *pendingWrites) stale(key string, cached map[string]string) bool {
 }
 
 func (c *Controller) managedSlices(ns, service string) ([]*discoveryv1.EndpointSlice, error) {
-	sel := labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: service, discoveryv1.LabelManagedBy: ManagedBy})
-	list, err := c.slices.EndpointSlices(ns).List(sel)
+	return ManagedSlices(c.slices, ns, service, ManagedBy)
+}
+
+// ManagedSlices lists the slices of a Service that one controller
+// (managedBy: this one, or the mirroring controller) keeps, by name, so
+// that every sync keeps the same one of several.
+func ManagedSlices(lister discoverylisters.EndpointSliceLister, ns, service, managedBy string) ([]*discoveryv1.EndpointSlice, error) {
+	sel := labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: service, discoveryv1.LabelManagedBy: managedBy})
+	list, err := lister.EndpointSlices(ns).List(sel)
 	if err != nil {
 		return nil, err
 	}
@@ -330,7 +340,7 @@ func (c *Controller) syncSlices(ctx context.Context, key string, svc *corev1.Ser
 	for _, s := range toCreate {
 		created, err := c.client.DiscoveryV1().EndpointSlices(svc.Namespace).Create(ctx, s, metav1.CreateOptions{})
 		if err != nil {
-			if !namespaceTerminating(err) {
+			if !controllers.NamespaceTerminating(err) {
 				errs = append(errs, err)
 			}
 			continue

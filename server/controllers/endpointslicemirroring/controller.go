@@ -9,7 +9,6 @@ import (
 	"errors"
 	"sort"
 
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kelp-project/kelp/server/controllers"
+	endpointsctl "github.com/kelp-project/kelp/server/controllers/endpoints"
 )
 
 // ControllerName is the loop's name.
@@ -103,7 +103,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	existing, err := c.mirrored(ns, name)
+	existing, err := endpointsctl.ManagedSlices(c.slices, ns, name, ManagedBy)
 	if err != nil {
 		return err
 	}
@@ -112,18 +112,6 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		want = Desired(ep, c.maxPer)
 	}
 	return c.reconcile(ctx, want, existing)
-}
-
-// mirrored lists the slices this controller made for ns/name, oldest
-// name first so the same one is kept on every sync.
-func (c *Controller) mirrored(ns, name string) ([]*discoveryv1.EndpointSlice, error) {
-	sel := labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: ManagedBy})
-	list, err := c.slices.EndpointSlices(ns).List(sel)
-	if err != nil {
-		return nil, err
-	}
-	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
-	return list, nil
 }
 
 // reconcile writes want over existing: a slice of the same address type
@@ -175,7 +163,7 @@ func (c *Controller) reconcile(ctx context.Context, want, existing []*discoveryv
 	var errs []error
 	for _, s := range toCreate {
 		_, err := c.client.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
-		if err != nil && !namespaceTerminating(err) {
+		if err != nil && !controllers.NamespaceTerminating(err) {
 			errs = append(errs, err)
 		}
 	}
@@ -219,10 +207,4 @@ func sameContent(a, b *discoveryv1.EndpointSlice) bool {
 		apiequality.Semantic.DeepEqual(a.OwnerReferences, b.OwnerReferences) &&
 		apiequality.Semantic.DeepEqual(a.Ports, b.Ports) &&
 		apiequality.Semantic.DeepEqual(a.Endpoints, b.Endpoints)
-}
-
-// namespaceTerminating is the create error that means "nothing to do": the
-// namespace is going away and takes the Endpoints with it.
-func namespaceTerminating(err error) bool {
-	return apierrors.IsForbidden(err) && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
 }

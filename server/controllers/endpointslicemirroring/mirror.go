@@ -10,6 +10,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 )
 
 const (
@@ -55,7 +56,7 @@ func portsKey(ports []discoveryv1.EndpointPort) string {
 		if p.AppProtocol != nil {
 			app = "=" + *p.AppProtocol
 		}
-		parts = append(parts, fmt.Sprintf("%q/%d/%s%s", deref(p.Name), deref(p.Port), deref(p.Protocol), app))
+		parts = append(parts, fmt.Sprintf("%q/%d/%s%s", ptr.Deref(p.Name, ""), ptr.Deref(p.Port, 0), ptr.Deref(p.Protocol, ""), app))
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ";")
@@ -63,14 +64,6 @@ func portsKey(ports []discoveryv1.EndpointPort) string {
 
 func keyOf(s *discoveryv1.EndpointSlice) sliceKey {
 	return sliceKey{addressType: s.AddressType, ports: portsKey(s.Ports)}
-}
-
-func deref[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
 }
 
 // sliceLabels are the Endpoints' labels plus the two reserved ones, which

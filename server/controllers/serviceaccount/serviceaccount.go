@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+
+	"github.com/kelp-project/kelp/server/controllers"
 )
 
 // DefaultServiceAccountName is the ServiceAccount kept in every namespace.
@@ -24,7 +26,7 @@ const DefaultServiceAccountName = "default"
 // the object exists already, or the namespace is going away.
 func ignorableCreateError(err error) bool {
 	return apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) ||
-		(apierrors.IsForbidden(err) && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause))
+		controllers.NamespaceTerminating(err)
 }
 
 // Controller ensures the default ServiceAccount exists in every active
