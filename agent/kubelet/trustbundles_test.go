@@ -2,12 +2,7 @@ package kubelet
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
-	"math/big"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,22 +14,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-)
 
-// caPEM is a fresh self-signed CA certificate, PEM-encoded.
-func caPEM(t *testing.T, cn string) string {
-	t.Helper()
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn}, IsCA: true, BasicConstraintsValid: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, pub, priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-}
+	"github.com/kelp-project/kelp/server/pki/pkitest"
+)
 
 func bundle(name, signer, pemData string, labels map[string]string) *certificatesv1.ClusterTrustBundle {
 	return &certificatesv1.ClusterTrustBundle{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
@@ -79,7 +61,7 @@ func blocks(t *testing.T, data []byte) []string {
 // all), never another signer's; a miss is an error unless optional, when
 // the file is empty.
 func TestTrustBundleLookups(t *testing.T) {
-	a, b, c, other := caPEM(t, "a"), caPEM(t, "b"), caPEM(t, "c"), caPEM(t, "other")
+	a, b, c, other := pkitest.SelfSignedPEM(t, "a", true), pkitest.SelfSignedPEM(t, "b", true), pkitest.SelfSignedPEM(t, "c", true), pkitest.SelfSignedPEM(t, "other", true)
 	tk := trustBundleKubelet(t,
 		bundle("plain", "", a+b, nil),
 		bundle("example.com:one:live", "example.com/one", a+c, map[string]string{"alive": "true"}),
@@ -134,7 +116,7 @@ func TestTrustBundleOrderIsStable(t *testing.T) {
 	tk := newTestKubelet(t)
 	var pems []string
 	for _, cn := range []string{"a", "b", "c", "d", "e", "f"} {
-		pems = append(pems, caPEM(t, cn))
+		pems = append(pems, pkitest.SelfSignedPEM(t, cn, true))
 	}
 	first := tk.trustBundles.anchors([]*certificatesv1.ClusterTrustBundle{bundle("x", "", strings.Join(pems, ""), nil)})
 	slices.Reverse(pems)
@@ -159,7 +141,7 @@ func trustBundlePod(src corev1.ClusterTrustBundleProjection) *corev1.Pod {
 // volume, and follows the bundle: a change wakes the pods that project
 // bundles, and their next sync rewrites the file.
 func TestTrustBundleVolumeFollowsTheBundle(t *testing.T) {
-	first, second := caPEM(t, "first"), caPEM(t, "second")
+	first, second := pkitest.SelfSignedPEM(t, "first", true), pkitest.SelfSignedPEM(t, "second", true)
 	tk := trustBundleKubelet(t, bundle("anchors", "", first, nil))
 	pod := trustBundlePod(corev1.ClusterTrustBundleProjection{Name: ptr.To("anchors"), Path: "ca.pem"})
 	tk.addPod(t, pod)
@@ -223,7 +205,7 @@ func TestMissingTrustBundleFailsTheVolume(t *testing.T) {
 
 // With an fsGroup the file is 0600 before the group is given read: 0640.
 func TestTrustBundleFileWithFSGroup(t *testing.T) {
-	tk := trustBundleKubelet(t, bundle("anchors", "", caPEM(t, "a"), nil))
+	tk := trustBundleKubelet(t, bundle("anchors", "", pkitest.SelfSignedPEM(t, "a", true), nil))
 	pod := trustBundlePod(corev1.ClusterTrustBundleProjection{Name: ptr.To("anchors"), Path: "ca.pem"})
 	pod.Spec.SecurityContext = &corev1.PodSecurityContext{FSGroup: ptr.To[int64](2000)}
 	if err := tk.prepareVolumes(context.Background(), pod); err != nil {

@@ -1,12 +1,6 @@
 package integration
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"regexp"
 	"strings"
 	"testing"
@@ -17,22 +11,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-)
 
-// caCertPEM is a fresh self-signed CA certificate, PEM-encoded.
-func caCertPEM(t *testing.T, cn string, ca bool) string {
-	t.Helper()
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn}, IsCA: ca, BasicConstraintsValid: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, pub, priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-}
+	"github.com/kelp-project/kelp/server/pki/pkitest"
+)
 
 // TestClusterTrustBundles: certificates.k8s.io/v1 ClusterTrustBundles as
 // kube-apiserver 1.37 serves them: only v1 in discovery; a bad bundle, a
@@ -65,7 +46,7 @@ func TestClusterTrustBundles(t *testing.T) {
 		t.Errorf("certificates.k8s.io/v1beta1: %v, want 404 (off by default upstream)", err)
 	}
 
-	ca1, ca2 := caCertPEM(t, "one", true), caCertPEM(t, "two", true)
+	ca1, ca2 := pkitest.SelfSignedPEM(t, "one", true), pkitest.SelfSignedPEM(t, "two", true)
 	linked := &certificatesv1.ClusterTrustBundle{ObjectMeta: metav1.ObjectMeta{Name: "example.com:signer:one", Labels: map[string]string{"alive": "true"}},
 		Spec: certificatesv1.ClusterTrustBundleSpec{SignerName: "example.com/signer", TrustBundle: ca1}}
 	if _, err := bundles.Create(ctx, linked, metav1.CreateOptions{}); err != nil {
@@ -80,7 +61,7 @@ func TestClusterTrustBundles(t *testing.T) {
 		want string
 	}{
 		"not a CA": {&certificatesv1.ClusterTrustBundle{ObjectMeta: metav1.ObjectMeta{Name: "leaf"},
-			Spec: certificatesv1.ClusterTrustBundleSpec{TrustBundle: caCertPEM(t, "leaf", false)}}, "entry 0 does not have the CA bit set"},
+			Spec: certificatesv1.ClusterTrustBundleSpec{TrustBundle: pkitest.SelfSignedPEM(t, "leaf", false)}}, "entry 0 does not have the CA bit set"},
 		"duplicate": {&certificatesv1.ClusterTrustBundle{ObjectMeta: metav1.ObjectMeta{Name: "dup"},
 			Spec: certificatesv1.ClusterTrustBundleSpec{TrustBundle: ca1 + ca1}}, "duplicate trust anchor"},
 		"outside the signer's names": {&certificatesv1.ClusterTrustBundle{ObjectMeta: metav1.ObjectMeta{Name: "example.com:other:x"},

@@ -1,12 +1,7 @@
 package validation
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
-	"math/big"
 	"strings"
 	"testing"
 
@@ -15,22 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
-)
 
-// certPEM is a self-signed certificate, a CA or not.
-func certPEM(t *testing.T, ca bool) string {
-	t.Helper()
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "x"}, IsCA: ca, BasicConstraintsValid: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, pub, priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-}
+	"github.com/kelp-project/kelp/server/pki/pkitest"
+)
 
 func wantErr(t *testing.T, what string, errs field.ErrorList, want string) {
 	t.Helper()
@@ -43,7 +25,7 @@ func wantErr(t *testing.T, what string, errs field.ErrorList, want string) {
 // The bundle is one or more distinct header-less CA certificates; names
 // follow the signer: `<signer with / as :>:<name>`, none with ":" without.
 func TestClusterTrustBundle(t *testing.T) {
-	ca, ca2, leaf := certPEM(t, true), certPEM(t, true), certPEM(t, false)
+	ca, ca2, leaf := pkitest.SelfSignedPEM(t, "x", true), pkitest.SelfSignedPEM(t, "x", true), pkitest.SelfSignedPEM(t, "x", false)
 	withHeaders := strings.Replace(ca, "-----BEGIN CERTIFICATE-----\n", "-----BEGIN CERTIFICATE-----\nFoo: bar\n\n", 1)
 	b := func(name, signer, bundle string) *certificatesv1.ClusterTrustBundle {
 		return &certificatesv1.ClusterTrustBundle{ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -81,7 +63,7 @@ func TestClusterTrustBundle(t *testing.T) {
 
 // The signer is immutable; an unchanged bundle is not parsed again.
 func TestClusterTrustBundleUpdate(t *testing.T) {
-	ca := certPEM(t, true)
+	ca := pkitest.SelfSignedPEM(t, "x", true)
 	old := &certificatesv1.ClusterTrustBundle{ObjectMeta: metav1.ObjectMeta{Name: "example.com:signer:a", ResourceVersion: "1"},
 		Spec: certificatesv1.ClusterTrustBundleSpec{SignerName: "example.com/signer", TrustBundle: ca}}
 	moved := old.DeepCopy()
@@ -90,7 +72,7 @@ func TestClusterTrustBundleUpdate(t *testing.T) {
 
 	// Stored before a rule tightened: an update leaving the bundle alone
 	// passes, one changing it is checked.
-	leaf := certPEM(t, false)
+	leaf := pkitest.SelfSignedPEM(t, "x", false)
 	stale := old.DeepCopy()
 	stale.Spec.TrustBundle = leaf
 	relabeled := stale.DeepCopy()
