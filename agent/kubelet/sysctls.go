@@ -2,7 +2,6 @@ package kubelet
 
 import (
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	utilsysctl "k8s.io/component-helpers/node/util/sysctl"
@@ -41,12 +40,15 @@ func forbiddenSysctl(pod *corev1.Pod) string {
 	}
 	for _, s := range pod.Spec.SecurityContext.Sysctls {
 		name := utilsysctl.NormalizeName(s.Name)
+		// The sysctl's namespace as pod validation reads it
+		// (component-helpers' table).
+		ns, _, _ := utilsysctl.GetNamespace(name)
 		switch {
 		case !safeSysctls[name]:
 			return fmt.Sprintf("forbidden sysctl: %q not allowlisted", s.Name)
-		case strings.HasPrefix(name, "net.") && pod.Spec.HostNetwork:
+		case ns == utilsysctl.NetNamespace && pod.Spec.HostNetwork:
 			return fmt.Sprintf("forbidden sysctl: %q not allowed with host net enabled", s.Name)
-		case strings.HasPrefix(name, "kernel.shm") && pod.Spec.HostIPC:
+		case ns == utilsysctl.IPCNamespace && pod.Spec.HostIPC:
 			return fmt.Sprintf("forbidden sysctl: %q not allowed with host ipc enabled", s.Name)
 		}
 	}
