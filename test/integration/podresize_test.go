@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 )
 
 // TestPodResize: pods/resize is served (get, patch, update), changes only
@@ -35,9 +36,17 @@ func TestPodResize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	node.Status.Capacity = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi"), corev1.ResourcePods: resource.MustParse("110")}
-	node.Status.Allocatable = node.Status.Capacity
-	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+	// The node controllers write to a new Node too (its taints), so the
+	// status update retries on a conflict.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if node, err = cs.CoreV1().Nodes().Get(ctx, "node-r", metav1.GetOptions{}); err != nil {
+			return err
+		}
+		node.Status.Capacity = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi"), corev1.ResourcePods: resource.MustParse("110")}
+		node.Status.Allocatable = node.Status.Capacity
+		_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	res := func(cpu, mem string) corev1.ResourceList {
