@@ -32,13 +32,32 @@ func eventsV1Resource() *Resource {
 		GVR: gvr("events.k8s.io", "v1", "events"), Kind: "Event", Singular: "event", ShortNames: []string{"ev"}, Namespaced: true,
 		StoredAs: &coreEvents, ToStorage: EventToCore, FromStorage: EventFromCore,
 		New: func() runtime.Object { return &eventsv1.Event{} }, NewList: func() runtime.Object { return &eventsv1.EventList{} },
-		Fields: func(o runtime.Object) fields.Set { return eventFields(EventToCore(o)) },
+		Fields: eventV1Fields,
 		Strategy: Strategy{
 			Default:              NoDefaults,
 			Validate:             validator(validation.EventV1),
 			ValidateUpdate:       updateValidator(validation.EventV1Update),
 			ValidateStatusUpdate: metaUpdate,
 		},
+	}
+}
+
+// eventV1Fields are the field labels events.k8s.io/v1 accepts, upstream's
+// conversion of its names (regarding.*, reportingController) to the core
+// Event's selectable fields; "source" is not among them.
+func eventV1Fields(o runtime.Object) fields.Set {
+	core := eventFields(EventToCore(o))
+	return fields.Set{
+		"regarding.kind":            core["involvedObject.kind"],
+		"regarding.namespace":       core["involvedObject.namespace"],
+		"regarding.name":            core["involvedObject.name"],
+		"regarding.uid":             core["involvedObject.uid"],
+		"regarding.apiVersion":      core["involvedObject.apiVersion"],
+		"regarding.resourceVersion": core["involvedObject.resourceVersion"],
+		"regarding.fieldPath":       core["involvedObject.fieldPath"],
+		"reportingController":       core["reportingComponent"],
+		"reason":                    core["reason"],
+		"type":                      core["type"],
 	}
 }
 
