@@ -313,10 +313,33 @@ func (s *Store) List(ctx context.Context, o ListOptions) (*ListResult, error) {
 	return s.listEtcd(ctx, o, rv)
 }
 
+// continueToken is upstream's (k8s.io/apiserver/pkg/storage): the
+// revision the list is read at and the next key, relative to the
+// resource's prefix. RV -1 is the inconsistent continuation a 410 hands
+// out once the first page's revision is compacted: the rest of the list
+// read at the latest revision.
 type continueToken struct {
 	APIVersion string `json:"v"`
 	RV         int64  `json:"rv"`
 	Start      string `json:"start"`
+}
+
+// inconsistentContinueRV marks a continue token that reads the remainder
+// at the current revision (upstream's ResourceVersion -1).
+const inconsistentContinueRV = -1
+
+func encodeContinue(rv int64, start string) string {
+	tok, _ := json.Marshal(continueToken{APIVersion: "meta.k8s.io/v1", RV: rv, Start: start})
+	return base64.RawURLEncoding.EncodeToString(tok)
+}
+
+// continueCompacted is upstream's 410 for a continue token whose revision
+// is compacted away: its Status carries a token that lists the rest,
+// from the same key on, at the latest revision.
+func continueCompacted(start string) error {
+	err := apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
+	err.ErrStatus.ListMeta.Continue = encodeContinue(inconsistentContinueRV, start)
+	return err
 }
 
 func (s *Store) listEtcd(ctx context.Context, o ListOptions, rv int64) (*ListResult, error) {
@@ -329,11 +352,13 @@ func (s *Store) listEtcd(ctx context.Context, o ListOptions, rv int64) (*ListRes
 		if err == nil {
 			err = json.Unmarshal(raw, &tok)
 		}
-		if err != nil || tok.APIVersion != "meta.k8s.io/v1" || tok.RV <= 0 || strings.Contains(tok.Start, "..") {
+		if err != nil || tok.APIVersion != "meta.k8s.io/v1" || (tok.RV <= 0 && tok.RV != inconsistentContinueRV) || tok.Start == "" || strings.Contains(tok.Start, "..") {
 			return nil, apierrors.NewBadRequest("continue key is not valid: " + o.Continue)
 		}
 		start = scope + tok.Start
-		atRev = tok.RV
+		// An inconsistent continuation reads at the latest revision
+		// (atRev 0 takes the first response's).
+		atRev = max(tok.RV, 0)
 	} else if o.RVMatch == metav1.ResourceVersionMatchExact || (rv > 0 && o.Limit > 0) {
 		atRev = rv
 	}
@@ -359,8 +384,8 @@ func (s *Store) listEtcd(ctx context.Context, o ListOptions, rv int64) (*ListRes
 				}
 				return nil, tooLargeRV(atRev, s.cache.currentRV())
 			}
-			if o.Continue != "" && strings.Contains(err.Error(), "compacted") {
-				return nil, apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
+			if o.Continue != "" && errors.Is(err, rpctypes.ErrCompacted) {
+				return nil, continueCompacted(strings.TrimPrefix(start, scope))
 			}
 			return nil, etcdErr(err)
 		}
@@ -402,8 +427,7 @@ func (s *Store) listEtcd(ctx context.Context, o ListOptions, rv int64) (*ListRes
 	}
 	res.ResourceVersion = atRev
 	if more {
-		tok, _ := json.Marshal(continueToken{APIVersion: "meta.k8s.io/v1", RV: atRev, Start: strings.TrimPrefix(lastKey, scope) + "\x00"})
-		res.Continue = base64.RawURLEncoding.EncodeToString(tok)
+		res.Continue = encodeContinue(atRev, strings.TrimPrefix(lastKey, scope)+"\x00")
 	}
 	return res, nil
 }

@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kelp-project/kelp/embedded/etcd"
 )
@@ -166,5 +168,69 @@ func TestListContinueToken(t *testing.T) {
 	}
 	if _, err := s.List(ctx, ListOptions{Namespace: "ns", Limit: 2, Continue: "not-a-token"}); !apierrors.IsBadRequest(err) {
 		t.Fatalf("bad token: %v", err)
+	}
+}
+
+// A continue token whose revision is compacted away is upstream's 410
+// carrying an inconsistent continuation: the rest of the list from the
+// same key on, read at the latest revision, later pages at that one.
+func TestListContinueCompacted(t *testing.T) {
+	s, e := newTestStore(t)
+	ctx := context.Background()
+	for i := 0; i < 5; i++ {
+		if _, err := s.Create(ctx, s.Key("ns", fmt.Sprintf("p%d", i)), pod(fmt.Sprintf("p%d", i), ""), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := s.List(ctx, ListOptions{Namespace: "ns", Limit: 2})
+	if err != nil || len(first.Items) != 2 {
+		t.Fatalf("page 1: %v %+v", err, first)
+	}
+	// A write after the first page, then compaction past its revision.
+	if _, err := s.Create(ctx, s.Key("ns", "p5"), pod("p5", ""), false); err != nil {
+		t.Fatal(err)
+	}
+	head, err := e.Client.Get(ctx, "compact_rev_key", clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Compactor{Client: e.Client}
+	if err := c.Compact(ctx, head.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.List(ctx, ListOptions{Namespace: "ns", Limit: 2, Continue: first.Continue})
+	if !apierrors.IsResourceExpired(err) {
+		t.Fatalf("compacted continue: want 410, got %v", err)
+	}
+	inconsistent := err.(apierrors.APIStatus).Status().ListMeta.Continue
+	if inconsistent == "" {
+		t.Fatalf("410 without an inconsistent continue token: %v", err)
+	}
+	var names []string
+	opts := ListOptions{Namespace: "ns", Limit: 2, Continue: inconsistent}
+	var rv int64
+	for page := 0; ; page++ {
+		res, err := s.List(ctx, opts)
+		if err != nil {
+			t.Fatalf("page %d: %v", page, err)
+		}
+		if page == 0 {
+			if res.ResourceVersion == first.ResourceVersion {
+				t.Fatalf("inconsistent page read at the compacted revision %d", res.ResourceVersion)
+			}
+			rv = res.ResourceVersion
+		} else if res.ResourceVersion != rv {
+			t.Fatalf("page %d at revision %d, want %d", page, res.ResourceVersion, rv)
+		}
+		for _, o := range res.Items {
+			names = append(names, o.(*corev1.Pod).Name)
+		}
+		if res.Continue == "" {
+			break
+		}
+		opts.Continue = res.Continue
+	}
+	if got := strings.Join(names, ","); got != "p2,p3,p4,p5" {
+		t.Fatalf("inconsistent continuation listed %s, want p2,p3,p4,p5", got)
 	}
 }
