@@ -52,6 +52,7 @@ func (gc *GarbageCollector) syncAttemptToDelete(ctx context.Context, key string)
 		return nil
 	}
 
+	deps, _ := gc.graph.dependents(uid)
 	var solid, dangling, waiting []metav1.OwnerReference
 	for _, ref := range refs {
 		st, err := gc.classifyOwner(ctx, n, ref)
@@ -83,11 +84,30 @@ func (gc *GarbageCollector) syncAttemptToDelete(ctx context.Context, key string)
 		logrus.Debugf("garbage collector: %s %s/%s keeps %d owner(s), removing %d reference(s)",
 			n.identity.Kind, n.identity.Namespace, n.identity.Name, len(solid), len(drop))
 		return gc.removeOwnerRefs(ctx, n, drop)
-	case len(waiting) > 0:
+	case len(waiting) > 0 && len(deps) > 0:
 		// An owner waits for this object: delete it in the foreground too,
-		// so the owner's wait covers this object's own dependents.
+		// so the owner's wait covers this object's own dependents. If one
+		// of those dependents is itself deleting in the foreground, the
+		// owners may be waiting on a circle (A waits for B, B for C, C for
+		// A) that would never end: as upstream, this object stops blocking
+		// its owners first (blockOwnerDeletion=false on its references),
+		// which breaks any such circle at the cost of an owner going before
+		// this object in a chain that was not one.
+		for _, d := range deps {
+			if d.deletingDependents {
+				logrus.Debugf("garbage collector: %s %s/%s has an owner and a dependent deleting in the foreground; unblocking its owners to break a possible circle",
+					n.identity.Kind, n.identity.Namespace, n.identity.Name)
+				if err := gc.unblockOwnerRefs(ctx, n); err != nil {
+					return err
+				}
+				break
+			}
+		}
 		return gc.deleteObject(ctx, n, metav1.DeletePropagationForeground)
 	default:
+		// Without dependents of its own, an object whose owner waits for it
+		// is deleted as its finalizers ask, else in the background, as
+		// upstream.
 		policy := metav1.DeletePropagationBackground
 		switch {
 		case hasFinalizer(latest.Finalizers, metav1.FinalizerOrphanDependents):

@@ -393,3 +393,22 @@ func TestForegroundWaitsForBlockingDependents(t *testing.T) {
 	}
 	eventually(t, "owner deleted after its blocking dependents", gone(t, mc, deployments, "ns", "web"))
 }
+
+// Three pods owning each other in a circle, each reference blocking:
+// deleting one in the foreground must delete all three, as upstream's
+// collector does by unblocking the references of the pod whose owner and
+// dependent both wait.
+func TestForegroundDependencyCircle(t *testing.T) {
+	p1 := object("v1", "Pod", "ns", "pod1")
+	p2 := object("v1", "Pod", "ns", "pod2")
+	p3 := object("v1", "Pod", "ns", "pod3")
+	p1.OwnerReferences = []metav1.OwnerReference{ownerRef(p3, true)}
+	p2.OwnerReferences = []metav1.OwnerReference{ownerRef(p1, true)}
+	p3.OwnerReferences = []metav1.OwnerReference{ownerRef(p2, true)}
+	deleting(p1, metav1.FinalizerDeleteDependents)
+	mc := serverLike(t, p1, p2, p3)
+	start(t, mc)
+	for _, name := range []string{"pod1", "pod2", "pod3"} {
+		eventually(t, name+" deleted", gone(t, mc, pods, "ns", name))
+	}
+}

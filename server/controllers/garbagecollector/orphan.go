@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 )
 
 // syncAttemptToOrphan handles an owner deleted with propagationPolicy
@@ -80,6 +81,23 @@ func (gc *GarbageCollector) removeOwnerRefs(ctx context.Context, n nodeInfo, dro
 		}
 		p.Metadata.OwnerReferences = &kept
 		return true
+	})
+}
+
+// unblockOwnerRefs sets blockOwnerDeletion=false on every reference of
+// the live object n that has it true, so no owner waits for n any more.
+func (gc *GarbageCollector) unblockOwnerRefs(ctx context.Context, n nodeInfo) error {
+	return gc.patchMetadata(ctx, n, func(cur *metav1.PartialObjectMetadata, p *metadataPatch) bool {
+		refs := append([]metav1.OwnerReference(nil), cur.OwnerReferences...)
+		changed := false
+		for i := range refs {
+			if isTrue(refs[i].BlockOwnerDeletion) {
+				refs[i].BlockOwnerDeletion = ptr.To(false)
+				changed = true
+			}
+		}
+		p.Metadata.OwnerReferences = &refs
+		return changed
 	})
 }
 
