@@ -292,14 +292,32 @@ func (w *podWorker) ensureSandbox(ctx context.Context, pod *corev1.Pod) error {
 	if err := w.k.writeHosts(pod, ip.String()); err != nil {
 		return err
 	}
+	// Host ports, as CNI's portmap after the bridge plugin: before the
+	// sandbox is recorded, so a failure is retried with it.
+	if err := w.mapHostPorts(pod, ip); err != nil {
+		return err
+	}
 	w.setSandbox(path, ip)
-	// hostPort is not served yet (k3s does it with CNI's portmap): say so
-	// once, where the user looks, rather than accept it silently.
+	return nil
+}
+
+// hostPortMapper is a Network that maps pods' host ports (nodenet's
+// networks, through netplane/hostport); Teardown and Recover remove them.
+type hostPortMapper interface {
+	MapHostPorts(pod *corev1.Pod, podIP netip.Addr) error
+}
+
+// mapHostPorts maps the pod's host ports to ip. A network that cannot
+// (a test's) says so where the user looks rather than drop them silently.
+func (w *podWorker) mapHostPorts(pod *corev1.Pod, ip netip.Addr) error {
+	if m, ok := w.k.network.(hostPortMapper); ok {
+		return m.MapHostPorts(pod, ip)
+	}
 	for _, c := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
 		for _, p := range c.Ports {
 			if p.HostPort != 0 {
 				w.k.event(pod, corev1.EventTypeWarning, "HostPortUnsupported",
-					"container %s asks for hostPort %d: kelp does not map host ports yet, so it is not reachable there; use a NodePort or LoadBalancer Service", c.Name, p.HostPort)
+					"container %s asks for hostPort %d: this node's network maps no host ports", c.Name, p.HostPort)
 			}
 		}
 	}

@@ -386,8 +386,8 @@ func TestOrphansOfPodsDeletedWhileDownAreRemoved(t *testing.T) {
 	}
 }
 
-// A hostPort, which kelp does not map yet, is said in a Warning Event on
-// the pod, once, and the pod still runs.
+// A hostPort on a node network that maps none (this test's) is said in a
+// Warning Event on the pod, once, and the pod still runs.
 func TestHostPortIsFlagged(t *testing.T) {
 	pod := testPod("web", "app")
 	pod.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 8080}}

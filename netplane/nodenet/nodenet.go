@@ -21,10 +21,12 @@ import (
 	"sort"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kelp-project/kelp/config"
 	"github.com/kelp-project/kelp/netplane/bridge"
+	"github.com/kelp-project/kelp/netplane/hostport"
 	"github.com/kelp-project/kelp/netplane/overlay"
 )
 
@@ -33,6 +35,15 @@ import (
 // safe for concurrent use and idempotent: the kubelet retries and, after a
 // restart, repeats calls for pods that already have their network.
 type Network interface {
+	podNetwork
+	// MapHostPorts maps the pod's host ports to its IP (netplane/hostport),
+	// once Setup has given it one; Teardown and Recover remove them.
+	MapHostPorts(pod *corev1.Pod, podIP netip.Addr) error
+}
+
+// podNetwork is what a backend implements; New puts the host port
+// mappings, which every backend shares, on top (portMapped).
+type podNetwork interface {
 	// Setup gives pod podUID a network namespace, pinned at netnsPath,
 	// with the pod's IP, or returns the existing ones.
 	Setup(podUID string) (netnsPath string, ip netip.Addr, err error)
@@ -43,6 +54,42 @@ type Network interface {
 	// InNetNS runs fn in the network namespace at netnsPath (port-forward
 	// dials the pod's loopback from inside).
 	InNetNS(netnsPath string, fn func() error) error
+}
+
+// portMapped is a backend's network with its pods' host ports, which go
+// with the pod's network: before it on Teardown and Recover, so no rule
+// ever sends traffic to an IP given to another pod.
+type portMapped struct {
+	podNetwork
+	ports *hostport.Mapper
+}
+
+func (n portMapped) MapHostPorts(pod *corev1.Pod, podIP netip.Addr) error {
+	return n.ports.Map(string(pod.UID), podIP, hostport.ForPod(pod))
+}
+
+func (n portMapped) Teardown(podUID string) error {
+	if err := n.ports.Unmap(podUID); err != nil {
+		return err
+	}
+	return n.podNetwork.Teardown(podUID)
+}
+
+func (n portMapped) Recover(keep map[string]bool) error {
+	return errors.Join(n.ports.Recover(keep), n.podNetwork.Recover(keep))
+}
+
+// withHostPorts wraps a backend's New: the mappings live in the node's
+// namespace (the caller's) and pods are behind the bridge's default
+// interface, as bridgeConfig sets it up.
+func withHostPorts(newNet func(Options) (podNetwork, error)) func(Options) (Network, error) {
+	return func(o Options) (Network, error) {
+		n, err := newNet(o)
+		if err != nil {
+			return nil, err
+		}
+		return portMapped{podNetwork: n, ports: hostport.New(hostport.Config{Bridge: bridge.DefaultBridgeName})}, nil
+	}
 }
 
 // Options is what a backend is given. The fields after RunDir are the
@@ -93,9 +140,9 @@ const Default = config.NodeNetwork
 // names. Every one uses the bridge for the node-local part; none is the
 // bridge alone (pods reach only pods of the same node, and the outside).
 var backends = []Backend{
-	{Name: "none", New: newBridge, Cleanup: cleanupBridge},
-	{Name: overlay.VXLAN, New: newOverlay(overlay.VXLAN), Cleanup: cleanupOverlay},
-	{Name: overlay.HostGW, New: newOverlay(overlay.HostGW), Cleanup: cleanupOverlay},
+	{Name: "none", New: withHostPorts(newBridge), Cleanup: cleanupBridge},
+	{Name: overlay.VXLAN, New: withHostPorts(newOverlay(overlay.VXLAN)), Cleanup: cleanupOverlay},
+	{Name: overlay.HostGW, New: withHostPorts(newOverlay(overlay.HostGW)), Cleanup: cleanupOverlay},
 }
 
 // Lookup returns the backend called name ("" is Default), or an error
@@ -128,6 +175,10 @@ func Names() []string {
 // nothing: every backend gets its turn, and the errors are joined.
 func Cleanup(opts Options) error {
 	var errs []error
+	// The host port mappings first: they point at the bridge's pods.
+	if err := hostport.Cleanup(""); err != nil {
+		errs = append(errs, fmt.Errorf("host ports: %w", err))
+	}
 	for _, b := range backends {
 		if err := b.Cleanup(opts); err != nil {
 			errs = append(errs, fmt.Errorf("node network %s: %w", b.Name, err))
@@ -149,13 +200,13 @@ func bridgeConfig(o Options) bridge.Config {
 		StateDir: filepath.Join(o.AgentDir, "ipam"), NetNSDir: filepath.Join(o.RunDir, "netns")}
 }
 
-func newBridge(o Options) (Network, error) { return bridge.New(bridgeConfig(o)) }
+func newBridge(o Options) (podNetwork, error) { return bridge.New(bridgeConfig(o)) }
 
 func cleanupBridge(o Options) error { return bridge.Cleanup(bridgeConfig(o)) }
 
 // newOverlay builds backend name (netplane/overlay) on the bridge.
-func newOverlay(name string) func(Options) (Network, error) {
-	return func(o Options) (Network, error) {
+func newOverlay(name string) func(Options) (podNetwork, error) {
+	return func(o Options) (podNetwork, error) {
 		ctx := o.Context
 		if ctx == nil {
 			ctx = context.Background()
@@ -173,6 +224,7 @@ func cleanupOverlay(o Options) error {
 }
 
 var (
-	_ Network = (*bridge.Bridge)(nil)
-	_ Network = (*overlay.Overlay)(nil)
+	_ podNetwork = (*bridge.Bridge)(nil)
+	_ podNetwork = (*overlay.Overlay)(nil)
+	_ Network    = portMapped{}
 )

@@ -23,10 +23,22 @@ const anyIP = "0.0.0.0"
 // init containers, which run as long as the pod.
 func Of(pod *v1.Pod) []Port {
 	var out []Port
+	for _, p := range ContainerPorts(pod) {
+		out = append(out, Normalize(p))
+	}
+	return out
+}
+
+// ContainerPorts returns the container ports of the pod that have a host
+// port, as written, from the containers Of counts: the node maps exactly
+// the host ports the scheduler and the kubelet's admission reserve
+// (netplane/hostport).
+func ContainerPorts(pod *v1.Pod) []v1.ContainerPort {
+	var out []v1.ContainerPort
 	add := func(c *v1.Container) {
 		for _, p := range c.Ports {
 			if p.HostPort > 0 {
-				out = append(out, Normalize(p))
+				out = append(out, p)
 			}
 		}
 	}
