@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -49,4 +50,8 @@ func (n nodeObjects) Pod(namespace, name string) (*corev1.Pod, error) {
 
 func (n nodeObjects) PersistentVolumeClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error) {
 	return getAs[*corev1.PersistentVolumeClaim](n.s, schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}, namespace, name)
+}
+
+func (n nodeObjects) PodCertificateRequest(namespace, name string) (*certificatesv1.PodCertificateRequest, error) {
+	return getAs[*certificatesv1.PodCertificateRequest](n.s, certificatesv1.SchemeGroupVersion.WithResource("podcertificaterequests"), namespace, name)
 }

@@ -99,11 +99,13 @@ func New(cfg Config) *Chain {
 			runtimeClass{classes: cfg.Getter(runtimeClassesResource)}, defaultIngressClass{classes: cfg.Getter(ingressClassesResource)}},
 		// NodeRestriction first: a node's write to what is not its own is
 		// refused before anything is looked up for it.
-		validating: []Validating{nodeRestriction{pods: cfg.Getter(podsResource)}, rbacEscalation{check: cfg.Escalation},
+		validating: []Validating{nodeRestriction{pods: cfg.Getter(podsResource), nodes: cfg.Getter(corev1.SchemeGroupVersion.WithResource("nodes")),
+			serviceAccounts: cfg.Getter(serviceAccountsGVR), authz: cfg.Escalation.Authorizer}, rbacEscalation{check: cfg.Escalation},
 			namespaceLifecycle{namespaces: cfg.Getter(namespacesResource)}, limitRanger{ranges: cfg.Getter(limitRangesResource)},
 			podResizeValidator{nodes: cfg.Getter(corev1.SchemeGroupVersion.WithResource("nodes"))},
 			runtimeClass{classes: cfg.Getter(runtimeClassesResource)}, priority{classes: cfg.Getter(priorityClassesResource)},
 			certificateSigners{authz: cfg.Escalation.Authorizer}, clusterTrustBundleAttest{authz: cfg.Escalation.Authorizer},
+			podCertificateRequestSigning{authz: cfg.Escalation.Authorizer},
 			newResourceQuota(cfg.Getter(resourceQuotasResource), cfg.Loopback, cfg.Stop)},
 	}
 	for _, p := range []MutatingValidating{cfg.Policies, cfg.Webhooks} {

@@ -9,6 +9,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/kelp-project/kelp/server/apiserver/auth"
 )
@@ -103,4 +104,34 @@ func signerAllows(authz auth.Authorizer, u *auth.User, verb, signer string) bool
 		}
 	}
 	return false
+}
+
+var podCertificateRequestResource = certificatesv1.SchemeGroupVersion.WithResource("podcertificaterequests")
+
+// podCertificateRequestSigning is the check upstream's
+// PodCertificateRequest status strategy makes: a /status write that
+// changes the status (issuing, denying or failing the request) takes the
+// verb sign on the request's signer; refused, it is upstream's 422 with a
+// Forbidden cause at spec.signerName. A write that changes nothing needs
+// no permission.
+type podCertificateRequestSigning struct{ authz auth.Authorizer }
+
+func (c podCertificateRequestSigning) Validate(_ context.Context, a *Attributes) error {
+	if a.Operation != "UPDATE" || a.Subresource != "status" || a.Resource.GroupResource() != podCertificateRequestResource.GroupResource() {
+		return nil
+	}
+	old, ok := a.OldObject.(*certificatesv1.PodCertificateRequest)
+	r, ok2 := a.Object.(*certificatesv1.PodCertificateRequest)
+	if !ok || !ok2 || apiequality.Semantic.DeepEqual(old.Status, r.Status) {
+		return nil
+	}
+	if signerAllows(c.authz, a.User, "sign", old.Spec.SignerName) {
+		return nil
+	}
+	name := ""
+	if a.User != nil {
+		name = a.User.Name
+	}
+	return apierrors.NewInvalid(certificatesv1.SchemeGroupVersion.WithKind("PodCertificateRequest").GroupKind(), a.Name, field.ErrorList{
+		field.Forbidden(field.NewPath("spec", "signerName"), fmt.Sprintf("User %q is not permitted to \"sign\" for signer %q", name, old.Spec.SignerName))})
 }

@@ -7,12 +7,15 @@ import (
 	"strings"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kelp-project/kelp/server/apiserver/auth"
 )
@@ -37,7 +40,15 @@ import (
 //     and conditions;
 //   - request service-account tokens (serviceaccounts/token) only bound
 //     to a pod, by UID, that is bound to it (the Node authorizer has
-//     checked the ServiceAccount is one of its pods').
+//     checked the ServiceAccount is one of its pods');
+//   - create PodCertificateRequests (nothing else: reading them is the
+//     Node authorizer's) only naming itself (name and UID), a pod bound to
+//     it (name and UID, not a mirror pod) and that pod's service account
+//     (name and UID), for a signer the pod projects a podCertificate of,
+//     or one the node is granted request-serviceaccounts-podcertificate-signer
+//     on (upstream's check; RBAC names the signer with / as :). A UID
+//     mismatch or a missing object is a plain error, not 403, as
+//     upstream: the node's cache may lag and a retry may pass.
 //
 // It runs first among the validating plugins, so it judges the object as
 // it will be stored (after the strategy's preparation: a status write
@@ -45,6 +56,10 @@ import (
 // only in the validating phase.
 type nodeRestriction struct {
 	pods ObjectGetter
+	// nodes, serviceAccounts and authz judge a node's
+	// PodCertificateRequests.
+	nodes, serviceAccounts ObjectGetter
+	authz                  auth.Authorizer
 }
 
 var (
@@ -88,9 +103,126 @@ func (n nodeRestriction) Validate(ctx context.Context, a *Attributes) error {
 		if a.Subresource == "token" {
 			return n.admitTokenRequest(ctx, node, a)
 		}
+	case podCertificateRequestResource.GroupResource():
+		return n.admitPodCertificateRequest(ctx, node, a)
 	}
 	return nil
 }
+
+// admitPodCertificateRequest is upstream's, with its messages.
+func (n nodeRestriction) admitPodCertificateRequest(ctx context.Context, node string, a *Attributes) error {
+	if a.Operation != "CREATE" {
+		return forbidden(a, "unexpected operation %v", a.Operation)
+	}
+	if a.Subresource != "" {
+		return forbidden(a, "unexpected subresource %v", a.Subresource)
+	}
+	req, ok := a.Object.(*certificatesv1.PodCertificateRequest)
+	if !ok {
+		return forbidden(a, "unexpected type %T", a.Object)
+	}
+	s := &req.Spec
+	if string(s.NodeName) != node {
+		return forbidden(a, "PodCertificateRequest.Spec.NodeName=%q, which is not the requesting node %q", s.NodeName, node)
+	}
+	obj, err := getter(n.nodes).Get(ctx, "", node)
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("while retrieving node %q named in the PodCertificateRequest: %w", s.NodeName, err)
+	}
+	if err != nil {
+		return forbidden(a, "while retrieving node %q named in the PodCertificateRequest: %v", s.NodeName, err)
+	}
+	podKey := a.Namespace + "/" + s.PodName
+	if nodeObj, ok := obj.(*corev1.Node); !ok || nodeObj.UID != s.NodeUID {
+		return fmt.Errorf("PodCertificateRequest for pod %q names node UID %q, inconsistent with the running node (%q)", podKey, s.NodeUID, uidOf(obj))
+	}
+	obj, err = getter(n.pods).Get(ctx, a.Namespace, s.PodName)
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("while retrieving pod %q named in the PodCertificateRequest: %w", podKey, err)
+	}
+	if err != nil {
+		return forbidden(a, "while retrieving pod %q named in the PodCertificateRequest: %v", podKey, err)
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return forbidden(a, "unexpected type %T", obj)
+	}
+	if s.PodUID != pod.UID {
+		return fmt.Errorf("PodCertificateRequest for pod %q contains pod UID (%q) which differs from running pod %q", podKey, s.PodUID, string(pod.UID))
+	}
+	if pod.Spec.NodeName != node {
+		return forbidden(a, "pod %q is not running on node %q named in the PodCertificateRequest", podKey, s.NodeName)
+	}
+	if _, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+		return forbidden(a, "pod %q is a mirror pod", podKey)
+	}
+	if s.ServiceAccountName != pod.Spec.ServiceAccountName {
+		return forbidden(a, "PodCertificateRequest for pod %q contains serviceAccountName (%q) that differs from running pod (%q)", podKey, s.ServiceAccountName, pod.Spec.ServiceAccountName)
+	}
+	obj, err = getter(n.serviceAccounts).Get(ctx, a.Namespace, s.ServiceAccountName)
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("while retrieving service account %q named in the PodCertificateRequest: %w", a.Namespace+"/"+s.ServiceAccountName, err)
+	}
+	if err != nil {
+		return forbidden(a, "while retrieving service account %q named in the PodCertificateRequest: %v", a.Namespace+"/"+s.ServiceAccountName, err)
+	}
+	if uid := uidOf(obj); s.ServiceAccountUID != types.UID(uid) {
+		return fmt.Errorf("PodCertificateRequest for pod %q names service account UID %q, which differs from the running service account (%q)", podKey, s.ServiceAccountUID, uid)
+	}
+	if projectsPodCertificate(pod, s.SignerName) {
+		return nil
+	}
+	// Otherwise the node must be granted the signer for the service
+	// account, as upstream's validateNodePodCertificateSigner.
+	if n.authz != nil {
+		d, _ := n.authz.Authorize(a.User, auth.Attributes{IsResource: true, Verb: "request-serviceaccounts-podcertificate-signer",
+			Group: a.Resource.Group, Version: a.Resource.Version, Resource: strings.ReplaceAll(s.SignerName, "/", ":"),
+			Namespace: a.Namespace, Name: s.ServiceAccountName})
+		if d == auth.DecisionAllow {
+			return nil
+		}
+	}
+	return forbidden(a, "pod %q does not mount a podCertificate projected volume for signer %q", podKey, s.SignerName)
+}
+
+// projectsPodCertificate: the pod has a projected podCertificate source
+// for signer.
+func projectsPodCertificate(pod *corev1.Pod, signer string) bool {
+	for _, v := range pod.Spec.Volumes {
+		if v.Projected == nil {
+			continue
+		}
+		for _, src := range v.Projected.Sources {
+			if src.PodCertificate != nil && src.PodCertificate.SignerName == signer {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func uidOf(obj runtime.Object) string {
+	if acc, err := meta.Accessor(obj); err == nil {
+		return string(acc.GetUID())
+	}
+	return ""
+}
+
+// getter is g, or, when a plugin was built without one (unit tests of
+// other checks), one that finds nothing.
+func getter(g ObjectGetter) ObjectGetter {
+	if g == nil {
+		return noObjects{}
+	}
+	return g
+}
+
+type noObjects struct{}
+
+func (noObjects) Get(_ context.Context, _, name string) (runtime.Object, error) {
+	return nil, apierrors.NewNotFound(corev1.Resource(""), name)
+}
+func (noObjects) List(context.Context, string) ([]runtime.Object, error) { return nil, nil }
 
 // admitPodEviction is upstream's: a node evicts only pods bound to it; a
 // missing pod is left to the eviction's own 404.

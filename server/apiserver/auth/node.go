@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
@@ -25,6 +26,8 @@ type NodeObjects interface {
 	// (NotFound when there is none).
 	Pod(namespace, name string) (*corev1.Pod, error)
 	PersistentVolumeClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error)
+	// PodCertificateRequest returns one request, or an error.
+	PodCertificateRequest(namespace, name string) (*certificatesv1.PodCertificateRequest, error)
 }
 
 // NodeIdentity returns the node a user is: system:node:<name> in group
@@ -55,6 +58,9 @@ func NodeIdentity(u *User) (name string, isNode bool) {
 //     the PersistentVolumes behind them, and create of serviceaccounts/token
 //     for the ServiceAccounts, that pods bound to it reference;
 //   - its own Lease in kube-node-lease: get, create, update, patch, delete;
+//   - PodCertificateRequests: create (NodeRestriction keeps it to its own
+//     pods'), get of one whose spec.nodeName is itself, list and watch only
+//     with the field selector spec.nodeName=<itself>; never their status;
 //   - upstream's static node rules for everything else (reads of Services,
 //     get of Endpoints, writes of core Events, token and access reviews,
 //     CSRs, CSIDrivers, RuntimeClasses).
@@ -80,6 +86,7 @@ var (
 	pvResource        = schema.GroupResource{Resource: "persistentvolumes"}
 	svcAcctResource   = schema.GroupResource{Resource: "serviceaccounts"}
 	leaseResource     = schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
+	pcrResource       = schema.GroupResource{Group: "certificates.k8s.io", Resource: "podcertificaterequests"}
 )
 
 // nodeLeaseNamespace holds the nodes' Leases.
@@ -123,6 +130,8 @@ func (n NodeAuthorizer) Authorize(u *User, a Attributes) (Decision, string) {
 			return authorizeNode(node, a)
 		case podsResource:
 			return n.authorizePod(node, a)
+		case pcrResource:
+			return n.authorizePodCertificateRequest(node, a)
 		}
 	}
 	if a.IsResource && a.Subresource == "" && nodeRules[ruleKey{a.Group, a.Resource}][a.Verb] {
@@ -435,4 +444,33 @@ func visitPodConfigMaps(p *corev1.Pod, f func(string)) {
 			}
 		}
 	}
+}
+
+// authorizePodCertificateRequest is upstream's: the kubelet creates the
+// requests of its pods and follows them until issued, and nothing else.
+func (n NodeAuthorizer) authorizePodCertificateRequest(node string, a Attributes) (Decision, string) {
+	if a.Subresource != "" {
+		return DecisionNoOpinion, "nodes may not access the status subresource of PodCertificateRequests"
+	}
+	switch a.Verb {
+	case "create":
+		// NodeRestriction admission checks what the request names.
+		return DecisionAllow, ""
+	case "get":
+		if a.Name == "" {
+			return DecisionNoOpinion, "No Object name found"
+		}
+		if r, err := n.Objects.PodCertificateRequest(a.Namespace, a.Name); err == nil && string(r.Spec.NodeName) == node {
+			return DecisionAllow, ""
+		}
+		return DecisionNoOpinion, fmt.Sprintf("no relationship found between node '%s' and this object", node)
+	case "list", "watch":
+		for _, req := range a.FieldSelector {
+			if req.Field == "spec.nodeName" && req.Operator == selection.Equals && req.Value == node {
+				return DecisionAllow, ""
+			}
+		}
+		return DecisionNoOpinion, "can only list/watch podcertificaterequests with nodeName field selector"
+	}
+	return DecisionNoOpinion, fmt.Sprintf("nodes may not %s podcertificaterequests", a.Verb)
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +16,7 @@ import (
 type fakeObjects struct {
 	pods []*corev1.Pod
 	pvcs []*corev1.PersistentVolumeClaim
+	pcrs []*certificatesv1.PodCertificateRequest
 }
 
 func (f fakeObjects) PodsOnNode(namespace, node string) ([]*corev1.Pod, error) {

@@ -5,6 +5,7 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/duration"
 )
 
@@ -60,5 +61,32 @@ func init() {
 		column("SignerName", "string", certificatesv1.ClusterTrustBundleSpec{}.SwaggerDoc()["signerName"]),
 	}, func(b *certificatesv1.ClusterTrustBundle, _ time.Time) []interface{} {
 		return []interface{}{b.Name, orNone(b.Spec.SignerName)}
+	})
+}
+
+// PodCertificateRequests: upstream's columns; State is the terminal
+// condition (Issued, Denied, Failed) or Pending. Upstream fills the last
+// column only for -o wide, though its definition is not a wide one; kelp
+// emits every column (see table.go), so it is always filled.
+func init() {
+	doc := certificatesv1.PodCertificateRequestSpec{}.SwaggerDoc()
+	cells([]metav1.TableColumnDefinition{
+		nameColumn(),
+		column("PodName", "string", doc["podName"]),
+		column("ServiceAccountName", "string", doc["serviceAccountName"]),
+		column("NodeName", "string", doc["nodeName"]),
+		column("SignerName", "string", doc["signerName"]),
+		column("State", "string", "Is the request Pending, Issued, Denied, or Failed?"),
+		column("UnverifiedUserAnnotations", "string", doc["unverifiedUserAnnotations"]),
+	}, func(r *certificatesv1.PodCertificateRequest, _ time.Time) []interface{} {
+		state := "Pending"
+		for _, c := range r.Status.Conditions {
+			switch c.Type {
+			case certificatesv1.PodCertificateRequestConditionTypeIssued, certificatesv1.PodCertificateRequestConditionTypeDenied, certificatesv1.PodCertificateRequestConditionTypeFailed:
+				state = c.Type
+			}
+		}
+		return []interface{}{r.Name, r.Spec.PodName, r.Spec.ServiceAccountName, string(r.Spec.NodeName), r.Spec.SignerName, state,
+			labels.FormatLabels(r.Spec.UnverifiedUserAnnotations)}
 	})
 }

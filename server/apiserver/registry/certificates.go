@@ -156,3 +156,41 @@ func clusterTrustBundles() *Resource {
 		},
 	}
 }
+
+// podCertificateRequests: a pod's request, made by its node's kubelet, for
+// a certificate from a signer (certificates.k8s.io/v1, GA in 1.37), as
+// upstream's podcertificaterequest strategy: the spec is fixed at
+// creation (the stub PKCS#10 request proves the kubelet holds the key),
+// the status is written through /status by the signer once (Issued,
+// Denied or Failed), which takes the verb sign on the signer (the
+// PodCertificateRequestSigning admission check). The NodeRestriction
+// admission plugin and the Node authorizer keep a node to requests for
+// its own pods. The kubelet projects issued credentials into pods'
+// volumes (projected.sources[].podCertificate); no signer of kelp's
+// issues any: a request for a signer nobody runs stays Pending.
+func podCertificateRequests() *Resource {
+	return &Resource{
+		GVR: gvr("certificates.k8s.io", "v1", "podcertificaterequests"), Kind: "PodCertificateRequest",
+		Singular: "podcertificaterequest", Namespaced: true,
+		New:     func() runtime.Object { return &certificatesv1.PodCertificateRequest{} },
+		NewList: func() runtime.Object { return &certificatesv1.PodCertificateRequestList{} },
+		Status:  true,
+		Fields: func(o runtime.Object) fields.Set {
+			r := o.(*certificatesv1.PodCertificateRequest)
+			return fields.Set{"spec.signerName": r.Spec.SignerName, "spec.podName": r.Spec.PodName, "spec.nodeName": string(r.Spec.NodeName)}
+		},
+		Strategy: Strategy{
+			Default:              NoDefaults,
+			Validate:             validator(validation.PodCertificateRequest),
+			ValidateUpdate:       updateValidator(validation.PodCertificateRequestUpdate),
+			ValidateStatusUpdate: updateValidator(validation.PodCertificateRequestStatusUpdate),
+			PrepareForCreate: func(obj runtime.Object) {
+				// A request starts Pending, whatever the creator sent.
+				obj.(*certificatesv1.PodCertificateRequest).Status = certificatesv1.PodCertificateRequestStatus{}
+			},
+			PrepareForUpdate: func(obj, old runtime.Object) {
+				obj.(*certificatesv1.PodCertificateRequest).Status = old.(*certificatesv1.PodCertificateRequest).Status
+			},
+		},
+	}
+}

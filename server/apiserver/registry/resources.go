@@ -48,7 +48,7 @@ func All(opts Options) []*Resource {
 		mutatingWebhookConfigurations(), validatingWebhookConfigurations(),
 		validatingAdmissionPolicies(), validatingAdmissionPolicyBindings(), mutatingAdmissionPolicies(), mutatingAdmissionPolicyBindings(),
 		// certificates.k8s.io/v1
-		certificateSigningRequests(), clusterTrustBundles(),
+		certificateSigningRequests(), clusterTrustBundles(), podCertificateRequests(),
 		// resource.k8s.io/v1
 		deviceClasses(), resourceClaims(), resourceClaimTemplates(), resourceSlices(), deviceTaintRules(),
 	}

@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"fmt"
 	"path"
 	"reflect"
 	"slices"
@@ -8,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -290,6 +292,65 @@ func validateProjected(s *corev1.ProjectedVolumeSource, fldPath *field.Path) fie
 				addPath(b.Path, bp.Child("path"))
 			}
 		}
+		if c := src.PodCertificate; c != nil {
+			cp := p.Child("podCertificate")
+			errs = append(errs, validatePodCertificateProjection(c, cp)...)
+			for _, f := range []struct {
+				path string
+				name string
+			}{{c.CredentialBundlePath, "credentialBundlePath"}, {c.KeyPath, "keyPath"}, {c.CertificateChainPath, "certificateChainPath"}} {
+				if f.path != "" {
+					errs = append(errs, validateLocalNonReservedPath(f.path, cp.Child(f.name))...)
+					addPath(f.path, cp.Child(f.name))
+				}
+			}
+		}
+	}
+	return errs
+}
+
+// podCertificateKeyTypes are the key types a podCertificate projection
+// may ask the kubelet to generate, as upstream lists them.
+var podCertificateKeyTypes = []string{"RSA3072", "RSA4096", "ECDSAP256", "ECDSAP384", "ECDSAP521", "ED25519"}
+
+// validatePodCertificateProjection is upstream's check of a projected
+// podCertificate source but for its paths' form: the signer name's form,
+// user annotations, the user ID, a known keyType, maxExpirationSeconds
+// when set within [3600, 91 days] (24 hours for kubernetes.io signers),
+// and at least one of the three paths.
+func validatePodCertificateProjection(c *corev1.PodCertificateProjection, p *field.Path) field.ErrorList {
+	errs := validateSignerName(p.Child("signerName"), c.SignerName)
+	if c.UserAnnotations != nil {
+		errs = append(errs, validateUserAnnotations(c.UserAnnotations, p.Child("userAnnotations"))...)
+	}
+	if c.User != nil {
+		errs = append(errs, invalidFor64(*c.User, validation.IsValidUserID(*c.User), p.Child("user"))...)
+	}
+	if !slices.Contains(podCertificateKeyTypes, c.KeyType) {
+		errs = append(errs, field.NotSupported(p.Child("keyType"), c.KeyType, podCertificateKeyTypes))
+	}
+	if m := c.MaxExpirationSeconds; m != nil {
+		if *m < MinMaxExpirationSeconds {
+			errs = append(errs, field.Invalid(p.Child("maxExpirationSeconds"), *m, "if provided, maxExpirationSeconds must be >= 3600"))
+		}
+		most := int32(MaxMaxExpirationSeconds)
+		if isKubernetesSignerName(c.SignerName) {
+			most = KubernetesMaxMaxExpirationSeconds
+		}
+		if *m > most {
+			errs = append(errs, field.Invalid(p.Child("maxExpirationSeconds"), *m, fmt.Sprintf("if provided, maxExpirationSeconds must be <= %d", most)))
+		}
+	}
+	if c.CredentialBundlePath == "" && c.KeyPath == "" && c.CertificateChainPath == "" {
+		errs = append(errs, field.Required(p, "specify at least one of credentialBundlePath, keyPath, and certificateChainPath"))
+	}
+	return errs
+}
+
+func invalidFor64(v int64, msgs []string, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range msgs {
+		errs = append(errs, field.Invalid(fldPath, v, msg))
 	}
 	return errs
 }
