@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kelp-project/kelp/server/apiserver/auth"
+	"github.com/kelp-project/kelp/server/apiserver/defaults"
 	"github.com/kelp-project/kelp/server/apiserver/validation"
 )
 
@@ -180,7 +181,7 @@ func podCertificateRequests() *Resource {
 			return fields.Set{"spec.signerName": r.Spec.SignerName, "spec.podName": r.Spec.PodName, "spec.nodeName": string(r.Spec.NodeName)}
 		},
 		Strategy: Strategy{
-			Default:              NoDefaults,
+			Default:              defaulter(defaults.PodCertificateRequest),
 			Validate:             validator(validation.PodCertificateRequest),
 			ValidateUpdate:       updateValidator(validation.PodCertificateRequestUpdate),
 			ValidateStatusUpdate: updateValidator(validation.PodCertificateRequestStatusUpdate),

@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -84,6 +85,10 @@ func Apply(obj runtime.Object) {
 		defaults.RoleBinding(o)
 	case *rbacv1.ClusterRoleBinding:
 		defaults.ClusterRoleBinding(o)
+
+	// certificates/v1
+	case *certificatesv1.PodCertificateRequest:
+		defaults.PodCertificateRequest(o)
 
 	// storage/v1
 	case *storagev1.StorageClass:
