@@ -55,8 +55,9 @@ func NodeIdentity(u *User) (name string, isNode bool) {
 //     NodeRestriction to pods bound to it (create only to mirror pods);
 //   - get, list and watch (by name) of the Secrets and ConfigMaps, get of
 //     the PersistentVolumeClaims (and update/patch of their status) and of
-//     the PersistentVolumes behind them, and create of serviceaccounts/token
-//     for the ServiceAccounts, that pods bound to it reference;
+//     the PersistentVolumes behind them, and get of the ServiceAccounts
+//     (and create of their serviceaccounts/token), that pods bound to it
+//     reference;
 //   - its own Lease in kube-node-lease: get, create, update, patch, delete;
 //   - PodCertificateRequests: create (NodeRestriction keeps it to its own
 //     pods'), get of one whose spec.nodeName is itself, list and watch only
@@ -117,6 +118,12 @@ func (n NodeAuthorizer) Authorize(u *User, a Attributes) (Decision, string) {
 		case pvResource:
 			return n.get(node, a, n.pvRelated)
 		case svcAcctResource:
+			if a.Verb == "get" && a.Subresource == "" {
+				// Upstream's, with PodCertificateRequest (GA in 1.37): the
+				// kubelet reads a pod's ServiceAccount for the UID its
+				// PodCertificateRequests name.
+				return n.related(node, a, serviceAccountRelated)
+			}
 			if a.Verb != "create" || a.Name == "" {
 				return DecisionNoOpinion, "can only create tokens for individual service accounts"
 			}

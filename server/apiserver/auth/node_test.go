@@ -175,7 +175,9 @@ func TestNodeAuthorizer(t *testing.T) {
 		{"other node's volume", res("get", "", "", "persistentvolumes", "pv-n2", ""), DecisionNoOpinion, noRelation},
 		{"token for own pod's service account", res("create", "", "default", "serviceaccounts", "web-sa", "token"), DecisionAllow, ""},
 		{"token for another service account", res("create", "", "default", "serviceaccounts", "default", "token"), DecisionNoOpinion, noRelation},
-		{"get a service account", res("get", "", "default", "serviceaccounts", "web-sa", ""), DecisionNoOpinion, "can only create tokens for individual service accounts"},
+		{"get own pod's service account", res("get", "", "default", "serviceaccounts", "web-sa", ""), DecisionAllow, ""},
+		{"get another service account", res("get", "", "default", "serviceaccounts", "default", ""), DecisionNoOpinion, noRelation},
+		{"list service accounts", res("list", "", "default", "serviceaccounts", "", ""), DecisionNoOpinion, "can only create tokens for individual service accounts"},
 
 		// Leases: its own in kube-node-lease.
 		{"get own lease", res("get", "coordination.k8s.io", "kube-node-lease", "leases", "n1", ""), DecisionAllow, ""},
