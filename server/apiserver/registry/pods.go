@@ -18,7 +18,8 @@ import (
 
 // pods: bound to a node through pods/binding, evicted through
 // pods/eviction within their disruption budgets, resized in place through
-// pods/resize (the kubelet applies it), deleted gracefully while a
+// pods/resize (the kubelet applies it), given debugging containers
+// through pods/ephemeralcontainers (the kubelet starts them), deleted gracefully while a
 // kubelet may be running them, and their log, exec, attach and
 // portforward are answered by that kubelet.
 func pods() *Resource {
@@ -36,6 +37,8 @@ func pods() *Resource {
 			{Name: "proxy", Verbs: []string{"create", "delete", "get", "patch", "update"}, GVK: gvk("PodProxyOptions"), Kind: PodProxySubresource},
 			{Name: "resize", Verbs: []string{"get", "patch", "update"}, GVK: gvk("Pod"), Kind: SpecLikeSubresource,
 				Prepare: preparePodResize, ValidateUpdate: updateValidator(validatePodResize)},
+			{Name: "ephemeralcontainers", Verbs: []string{"get", "patch", "update"}, GVK: gvk("Pod"), Kind: SpecLikeSubresource,
+				Prepare: preparePodEphemeralContainers, ValidateUpdate: updateValidator(validation.PodEphemeralContainersUpdate)},
 		},
 		Strategy: Strategy{
 			Default:              defaulter(defaults.Pod),
@@ -178,4 +181,16 @@ func validatePodResize(newPod, oldPod *corev1.Pod) field.ErrorList {
 		oldQOS = QOSClass(oldPod)
 	}
 	return validation.PodResize(newPod, oldPod, oldQOS, QOSClass(newPod))
+}
+
+// preparePodEphemeralContainers is upstream's
+// podEphemeralContainersStrategy.PrepareForUpdate: of a write through
+// pods/ephemeralcontainers only spec.ephemeralContainers is kept;
+// everything else, metadata included, stays as stored.
+func preparePodEphemeralContainers(obj, old runtime.Object) {
+	p, o := obj.(*corev1.Pod), old.(*corev1.Pod)
+	ephemeral := p.Spec.EphemeralContainers
+	metav1.ResetObjectMetaForStatus(&p.ObjectMeta, &o.ObjectMeta)
+	p.Spec = *o.Spec.DeepCopy()
+	p.Spec.EphemeralContainers = ephemeral
 }

@@ -523,23 +523,31 @@ func validateContainers(spec *corev1.PodSpec, vols map[string]corev1.VolumeSourc
 		}
 	}
 
+	// Ephemeral containers: a target among the init and regular
+	// containers, and only the fields upstream allows.
+	targets := sets.New[string]()
+	for _, c := range spec.InitContainers {
+		targets.Insert(c.Name)
+	}
+	for _, c := range spec.Containers {
+		targets.Insert(c.Name)
+	}
 	ephPath := fldPath.Child("ephemeralContainers")
 	for i := range spec.EphemeralContainers {
 		ec := &spec.EphemeralContainers[i]
 		p := ephPath.Index(i)
 		c := (*corev1.Container)(&ec.EphemeralContainerCommon)
 		checkContainer(c, p)
-		// Ephemeral containers are debugging shells: no ports, probes,
-		// lifecycle or resources.
-		if len(c.Ports) > 0 {
-			allErrs = append(allErrs, field.Forbidden(p.Child("ports"), "cannot be set for an Ephemeral Container"))
+		if ec.TargetContainerName != "" && !targets.Has(ec.TargetContainerName) {
+			allErrs = append(allErrs, field.NotFound(p.Child("targetContainerName"), ec.TargetContainerName))
 		}
-		for _, probe := range []struct {
-			name string
-			set  bool
-		}{{"livenessProbe", c.LivenessProbe != nil}, {"readinessProbe", c.ReadinessProbe != nil}, {"startupProbe", c.StartupProbe != nil}, {"lifecycle", c.Lifecycle != nil}} {
-			if probe.set {
-				allErrs = append(allErrs, field.Forbidden(p.Child(probe.name), "cannot be set for an Ephemeral Container"))
+		allErrs = append(allErrs, validateEphemeralContainerFields(ec.EphemeralContainerCommon, p)...)
+		for j, vm := range ec.VolumeMounts {
+			if vm.SubPath != "" {
+				allErrs = append(allErrs, field.Forbidden(p.Child("volumeMounts").Index(j).Child("subPath"), "cannot be set for an Ephemeral Container"))
+			}
+			if vm.SubPathExpr != "" {
+				allErrs = append(allErrs, field.Forbidden(p.Child("volumeMounts").Index(j).Child("subPathExpr"), "cannot be set for an Ephemeral Container"))
 			}
 		}
 	}
@@ -1543,6 +1551,61 @@ func validateTopologySpreadConstraints(cs []corev1.TopologySpreadConstraint, fld
 		allErrs = append(allErrs, validateLabelSelector(c.LabelSelector, p.Child("labelSelector"))...)
 		for j, k := range c.MatchLabelKeys {
 			allErrs = append(allErrs, metav1validation.ValidateLabelName(k, p.Child("matchLabelKeys").Index(j))...)
+		}
+	}
+	return allErrs
+}
+
+// allowedEphemeralContainerFields is upstream's allow list: ephemeral
+// containers are debugging shells, not part of the workload, so ports,
+// probes, lifecycle, resources and restart settings are refused. A list
+// of what is allowed, so that a field added to the API is refused until
+// someone decides otherwise.
+var allowedEphemeralContainerFields = map[string]bool{
+	"Name": true, "Image": true, "Command": true, "Args": true, "WorkingDir": true,
+	"EnvFrom": true, "Env": true, "VolumeMounts": true, "VolumeDevices": true,
+	"TerminationMessagePath": true, "TerminationMessagePolicy": true, "ImagePullPolicy": true,
+	"SecurityContext": true, "Stdin": true, "StdinOnce": true, "TTY": true,
+}
+
+// validateEphemeralContainerFields is upstream's validateFieldAllowList
+// over EphemeralContainerCommon: each set field not on the allow list is
+// Forbidden, named by its JSON field name.
+func validateEphemeralContainerFields(ec corev1.EphemeralContainerCommon, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	t, v := reflect.TypeOf(ec), reflect.ValueOf(ec)
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if allowedEphemeralContainerFields[f.Name] || v.Field(i).IsZero() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		allErrs = append(allErrs, field.Forbidden(fldPath.Child(name), "cannot be set for an Ephemeral Container"))
+	}
+	return allErrs
+}
+
+// PodEphemeralContainersUpdate is upstream's
+// ValidatePodEphemeralContainersUpdate, for pods/ephemeralcontainers: the
+// whole pod valid, static pods refused, and ephemeral containers only
+// added, never changed or removed (matched by name: a patch may reorder
+// them).
+func PodEphemeralContainersUpdate(newPod, oldPod *corev1.Pod) field.ErrorList {
+	allErrs := validateObjectMetaUpdate(&newPod.ObjectMeta, &oldPod.ObjectMeta)
+	allErrs = append(allErrs, validatePodSpec(&newPod.Spec, specPath, podSpecContext{isPod: true})...)
+	if _, ok := oldPod.Annotations[corev1.MirrorPodAnnotationKey]; ok {
+		return field.ErrorList{field.Forbidden(field.NewPath(""), "static pods do not support ephemeral containers")}
+	}
+	ephPath := specPath.Child("ephemeralContainers")
+	byName := map[string]*corev1.EphemeralContainer{}
+	for i := range newPod.Spec.EphemeralContainers {
+		byName[newPod.Spec.EphemeralContainers[i].Name] = &newPod.Spec.EphemeralContainers[i]
+	}
+	for _, old := range oldPod.Spec.EphemeralContainers {
+		if n, ok := byName[old.Name]; !ok {
+			allErrs = append(allErrs, field.Forbidden(ephPath, fmt.Sprintf("existing ephemeral containers %q may not be removed\n", old.Name)))
+		} else if !apiequality.Semantic.DeepEqual(old, *n) {
+			allErrs = append(allErrs, field.Forbidden(ephPath, fmt.Sprintf("existing ephemeral containers %q may not be changed\n%v", old.Name, changedFields(old, *n, "spec.ephemeralContainers"))))
 		}
 	}
 	return allErrs
