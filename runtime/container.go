@@ -32,12 +32,16 @@ type ContainerSpec struct {
 	WorkingDir    string   // "" → image's
 	Hostname      string
 	NetNSPath     string // pinned pod netns to join ("" = host network)
-	Mounts        []Mount
-	CgroupParent  string // from EnsurePodCgroup, e.g. /kubepods/burstable/pod<uid>; "" → the pods' root
-	Resources     Resources
-	Security      Security
-	LogPath       string // absolute; CRI-format log written by the logger binary
-	TTY, Stdin    bool   // Stdin: the container's stdin is /dev/null (no attach yet)
+	// PIDNSPath is a PID namespace to join (/proc/<pid>/ns/pid of another
+	// container's task): an ephemeral container's targetContainerName.
+	// "" = the container's own PID namespace.
+	PIDNSPath    string
+	Mounts       []Mount
+	CgroupParent string // from EnsurePodCgroup, e.g. /kubepods/burstable/pod<uid>; "" → the pods' root
+	Resources    Resources
+	Security     Security
+	LogPath      string // absolute; CRI-format log written by the logger binary
+	TTY, Stdin   bool   // Stdin: the container's stdin is /dev/null (no attach yet)
 	// Sysctls are the pod's, by dotted name, written by runc inside the
 	// container's namespaces.
 	Sysctls map[string]string

@@ -163,6 +163,9 @@ func (r *Runtime) specOpts(spec ContainerSpec) []oci.SpecOpts {
 	} else {
 		opts = append(opts, oci.WithHostNamespace(specs.NetworkNamespace))
 	}
+	if spec.PIDNSPath != "" {
+		opts = append(opts, oci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.PIDNamespace, Path: spec.PIDNSPath}))
+	}
 	if spec.TTY {
 		opts = append(opts, oci.WithTTY)
 	}

@@ -151,7 +151,12 @@ func (w *podWorker) containerSpec(ctx context.Context, pod *corev1.Pod, c *corev
 	for i, a := range c.Args {
 		args[i] = expand(a, vars)
 	}
+	pidNS, err := w.targetPIDNamespace(ctx, pod, c.Name)
+	if err != nil {
+		return runtime.ContainerSpec{}, err
+	}
 	return runtime.ContainerSpec{
+		PIDNSPath:    pidNS,
 		ID:           containerID(pod, c.Name, n),
 		Labels:       labels,
 		Image:        img,
@@ -227,4 +232,29 @@ func containerSecurity(pod *corev1.Pod, c *corev1.Container) runtime.Security {
 		}
 	}
 	return s
+}
+
+// targetPIDNamespace is the PID namespace an ephemeral container named
+// name joins: that of its targetContainerName's running instance (so a
+// debugger sees that container's processes), or "" for any other
+// container, or an ephemeral one without a target.
+func (w *podWorker) targetPIDNamespace(ctx context.Context, pod *corev1.Pod, name string) (string, error) {
+	target := ""
+	for _, ec := range pod.Spec.EphemeralContainers {
+		if ec.Name == name {
+			target = ec.TargetContainerName
+		}
+	}
+	if target == "" {
+		return "", nil
+	}
+	inst, err := w.instances(ctx)
+	if err != nil {
+		return "", err
+	}
+	last := latest(inst[target])
+	if last == nil || last.State != runtime.StateRunning || last.Pid == 0 {
+		return "", fmt.Errorf("target container %q is not running", target)
+	}
+	return fmt.Sprintf("/proc/%d/ns/pid", last.Pid), nil
 }

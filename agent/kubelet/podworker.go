@@ -185,10 +185,16 @@ func latest(l []runtime.ContainerStatus) *runtime.ContainerStatus {
 	return &l[len(l)-1]
 }
 
-// running maps the IDs of the pod's running app container instances to
-// their containers: what gets probed.
+// running maps the IDs of the pod's running app and sidecar container
+// instances to their containers: what gets probed.
 func running(pod *corev1.Pod, inst map[string][]runtime.ContainerStatus) map[string]*corev1.Container {
 	out := map[string]*corev1.Container{}
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		if last := latest(inst[c.Name]); isSidecar(c) && last != nil && last.State == runtime.StateRunning {
+			out[last.ID] = c
+		}
+	}
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
 		if last := latest(inst[c.Name]); last != nil && last.State == runtime.StateRunning {
@@ -221,8 +227,11 @@ func (w *podWorker) sync(pod *corev1.Pod, gone bool) bool {
 		logrus.WithError(err).Warnf("kubelet: listing containers of %s/%s", pod.Namespace, pod.Name)
 		return false
 	}
-	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed ||
+		(w.posted != nil && (w.posted.Phase == corev1.PodSucceeded || w.posted.Phase == corev1.PodFailed)) {
 		// A finished pod keeps its status; its containers stay stopped.
+		w.probes.StopAll()
+		w.stopInOrder(ctx, pod, inst, prober.GracePeriod(pod))
 		w.killAll(ctx, pod, 0)
 		return false
 	}
@@ -257,12 +266,19 @@ func (w *podWorker) sync(pod *corev1.Pod, gone bool) bool {
 	// yet leaves its containers as they are, and a restarted one gets
 	// what was allocated.
 	pod = w.syncResize(ctx, pod, inst)
+	if w.finish(ctx, pod, inst) {
+		return false
+	}
 	if w.syncInit(ctx, pod, inst) {
 		for i := range pod.Spec.Containers {
 			w.syncContainer(ctx, pod, &pod.Spec.Containers[i], inst[pod.Spec.Containers[i].Name], false)
 		}
 	}
+	w.syncEphemeral(ctx, pod, inst)
 	inst, _ = w.instances(ctx)
+	if w.finish(ctx, pod, inst) {
+		return false
+	}
 	w.probes.Sync(pod, w.podIP.String(), running(pod, inst))
 	w.postStatus(ctx, pod, inst)
 	// A deferred or failed resize is tried again at the next resync.
@@ -337,19 +353,57 @@ func (w *podWorker) sandbox() string {
 	return w.netnsPath
 }
 
-// syncInit runs init containers in order, each to completion; it returns
-// true once all of them have succeeded.
+// syncInit runs init containers in order (planInit): plain ones each to
+// completion, sidecars until they have started, then kept running; it
+// returns true once the pod is initialized.
 func (w *podWorker) syncInit(ctx context.Context, pod *corev1.Pod, inst map[string][]runtime.ContainerStatus) bool {
-	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		last := latest(inst[c.Name])
-		if last != nil && last.State == runtime.StateExited && last.ExitCode == 0 {
-			continue
-		}
+	plan := planInit(pod, inst, w.probes.Started)
+	for _, c := range plan.sync {
 		w.syncContainer(ctx, pod, c, inst[c.Name], true)
+	}
+	return plan.initialized
+}
+
+// finish ends a pod whose app containers are all done for good
+// (restartPolicy Never, or OnFailure with every one succeeded) while
+// sidecars still run, as upstream does for a Job with a sidecar: the
+// sidecars are stopped (preStop hooks, reverse order, the pod's grace
+// period) and the pod's final status is written. It returns true when it
+// did so.
+func (w *podWorker) finish(ctx context.Context, pod *corev1.Pod, inst map[string][]runtime.ContainerStatus) bool {
+	st := w.podStatus(pod, inst)
+	if st.Phase != corev1.PodSucceeded && st.Phase != corev1.PodFailed {
 		return false
 	}
+	w.probes.StopAll()
+	if len(runningSidecars(pod, inst)) > 0 {
+		w.stopInOrder(ctx, pod, inst, prober.GracePeriod(pod))
+		if fresh, err := w.instances(ctx); err == nil {
+			inst = fresh
+		}
+	}
+	w.postStatus(ctx, pod, inst)
+	w.retry = false
 	return true
+}
+
+// syncEphemeral starts each ephemeral container that has not run yet in
+// the pod's sandbox; one that ran is never restarted, as upstream.
+func (w *podWorker) syncEphemeral(ctx context.Context, pod *corev1.Pod, inst map[string][]runtime.ContainerStatus) {
+	for i := range pod.Spec.EphemeralContainers {
+		c := (*corev1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+		last := latest(inst[c.Name])
+		switch {
+		case last == nil:
+			w.startContainer(ctx, pod, c, 0, false, nil)
+		case last.State == runtime.StateCreated:
+			if err := w.k.runtime.StartContainer(ctx, last.ID); err != nil {
+				w.waiting[c.Name] = waitingState{"RunContainerError", err.Error()}
+			}
+		default:
+			delete(w.waiting, c.Name)
+		}
+	}
 }
 
 // syncContainer starts a container that has never run, or restarts an
@@ -371,7 +425,7 @@ func (w *podWorker) syncContainer(ctx context.Context, pod *corev1.Pod, c *corev
 			}
 			return
 		}
-		if !shouldRestart(pod.Spec.RestartPolicy, last.ExitCode, init) {
+		if !shouldRestart(pod.Spec.RestartPolicy, last.ExitCode, init && !isSidecar(c), isSidecar(c)) {
 			return
 		}
 		next = attempt(*last) + 1
@@ -387,7 +441,13 @@ func (w *podWorker) syncContainer(ctx context.Context, pod *corev1.Pod, c *corev
 	w.startContainer(ctx, pod, c, next, init, inst)
 }
 
-func shouldRestart(policy corev1.RestartPolicy, exitCode int32, init bool) bool {
+// shouldRestart says whether an exited container comes back: a sidecar
+// always (whatever the pod's policy: the pod is not terminating here),
+// others by the pod's restart policy.
+func shouldRestart(policy corev1.RestartPolicy, exitCode int32, init, sidecar bool) bool {
+	if sidecar {
+		return true
+	}
 	switch policy {
 	case corev1.RestartPolicyNever:
 		return false

@@ -65,20 +65,34 @@ func (w *podWorker) podStatus(pod *corev1.Pod, inst map[string][]runtime.Contain
 		st.PodIP = w.podIP.String()
 		st.PodIPs = []corev1.PodIP{{IP: st.PodIP}}
 	}
-	initDone := true
+	// Initialized as the init containers' sync sees it (planInit): plain
+	// ones succeeded, sidecars started.
+	initDone := planInit(pod, inst, w.probes.Started).initialized
 	initFailed := false
+	allReady := true
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		cs := w.containerStatus(pod, c, inst[c.Name], true)
 		st.InitContainerStatuses = append(st.InitContainerStatuses, cs)
-		if cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0 {
-			initDone = false
-			if cs.State.Terminated != nil && pod.Spec.RestartPolicy == corev1.RestartPolicyNever {
-				initFailed = true
-			}
+		if isSidecar(c) {
+			// A sidecar's readiness counts toward the pod's, as upstream.
+			allReady = allReady && cs.Ready
+			continue
+		}
+		if cs.State.Terminated != nil && cs.State.Terminated.ExitCode != 0 && pod.Spec.RestartPolicy == corev1.RestartPolicyNever {
+			initFailed = true
 		}
 	}
-	allReady := true
+	for i := range pod.Spec.EphemeralContainers {
+		c := (*corev1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+		cs := w.containerStatus(pod, c, inst[c.Name], false)
+		// Ephemeral containers are neither probed nor ready; started once
+		// running.
+		cs.Ready = false
+		started := cs.State.Running != nil
+		cs.Started = &started
+		st.EphemeralContainerStatuses = append(st.EphemeralContainerStatuses, cs)
+	}
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
 		cs := w.containerStatus(pod, c, inst[c.Name], false)
@@ -112,6 +126,11 @@ func (w *podWorker) podStatus(pod *corev1.Pod, inst map[string][]runtime.Contain
 		c := &st.Conditions[i]
 		if c.Status == corev1.ConditionFalse && c.Reason == "ContainersNotReady" {
 			var names []string
+			for i, cs := range st.InitContainerStatuses {
+				if isSidecar(&pod.Spec.InitContainers[i]) && !cs.Ready {
+					names = append(names, cs.Name)
+				}
+			}
 			for _, cs := range st.ContainerStatuses {
 				if !cs.Ready {
 					names = append(names, cs.Name)
@@ -121,8 +140,9 @@ func (w *podWorker) podStatus(pod *corev1.Pod, inst map[string][]runtime.Contain
 		}
 		if c.Status == corev1.ConditionFalse && c.Reason == "ContainersNotInitialized" {
 			var names []string
-			for _, cs := range st.InitContainerStatuses {
-				if cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0 {
+			for i, cs := range st.InitContainerStatuses {
+				if sidecar := isSidecar(&pod.Spec.InitContainers[i]); (sidecar && (cs.Started == nil || !*cs.Started)) ||
+					(!sidecar && (cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0)) {
 					names = append(names, cs.Name)
 				}
 			}
@@ -238,7 +258,7 @@ func (w *podWorker) containerStatus(pod *corev1.Pod, c *corev1.Container, inst [
 		if last.State == runtime.StateRunning {
 			started := w.probes.Started(last.ID)
 			cs.Started = &started
-			cs.Ready = !init && w.probes.Ready(last.ID)
+			cs.Ready = (!init || isSidecar(c)) && w.probes.Ready(last.ID)
 		}
 	}
 	if wst, ok := w.waiting[c.Name]; ok && (last == nil || last.State != runtime.StateRunning) {
@@ -259,7 +279,7 @@ func (w *podWorker) containerStatus(pod *corev1.Pod, c *corev1.Container, inst [
 	}
 	// As upstream's prober manager: an init container that completed
 	// successfully is Ready.
-	if init && cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0 {
+	if init && !isSidecar(c) && cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0 {
 		cs.Ready = true
 	}
 	return cs

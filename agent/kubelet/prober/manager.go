@@ -2,6 +2,7 @@ package prober
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -75,7 +76,9 @@ func (m *Manager) Sync(pod *corev1.Pod, podIP string, running map[string]*corev1
 		// A container this kubelet adopts after a restart keeps the
 		// readiness the API last saw for that same instance, so restarting
 		// kelp never takes running pods out of their Services.
-		for _, cs := range pod.Status.ContainerStatuses {
+		// Sidecars (restartable init containers) are probed too; their
+		// statuses are among the init containers'.
+		for _, cs := range append(slices.Clone(pod.Status.ContainerStatuses), pod.Status.InitContainerStatuses...) {
 			if cs.Name == c.Name && cs.ContainerID == "containerd://"+id {
 				m.ready[id] = m.ready[id] || cs.Ready
 				m.start[id] = m.start[id] || (cs.Started != nil && *cs.Started)
