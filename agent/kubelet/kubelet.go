@@ -142,6 +142,8 @@ type Kubelet struct {
 	tokens *tokenManager
 	// trustBundles answers clusterTrustBundle projections (trustbundles.go).
 	trustBundles *trustBundles
+	// podCertificates answers podCertificate projections (podcertificates.go).
+	podCertificates *podCertificates
 
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
@@ -172,6 +174,7 @@ func New(cfg Config, client kubernetes.Interface, rt Runtime, recorder record.Ev
 		tokens: newTokenManager(client), workers: map[types.UID]*podWorker{}, claimPaths: map[types.UID]map[string]string{},
 		admitted: map[types.UID]admission{}}
 	k.trustBundles = newTrustBundles(client, k.trustBundlesChanged)
+	k.podCertificates = newPodCertificates(k)
 	return k
 }
 
@@ -209,6 +212,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	k.node = reporter.Node
 	reporter.Start(ctx)
 	k.trustBundles.run(ctx)
+	k.podCertificates.run(ctx)
 
 	factory := informers.NewSharedInformerFactoryWithOptions(k.client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {

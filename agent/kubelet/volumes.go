@@ -24,8 +24,8 @@ func (k *Kubelet) volumeDir(pod *corev1.Pod, name string) string {
 }
 
 // prepareVolumes makes every volume's content ready before containers
-// start, and refreshes configMap, secret, downward API, token and trust
-// bundle content on each sync (files are replaced by rename, so containers see whole files).
+// start, and refreshes configMap, secret, downward API, token, trust
+// bundle and pod certificate content on each sync (files are replaced by rename, so containers see whole files).
 func (k *Kubelet) prepareVolumes(ctx context.Context, pod *corev1.Pod) error {
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
@@ -96,7 +96,7 @@ func (k *Kubelet) prepareVolume(ctx context.Context, pod *corev1.Pod, v *corev1.
 		return writeOwnedVolumeFiles(pod, dir, files)
 	case v.Projected != nil:
 		files := map[string]volumeFile{}
-		for _, src := range v.Projected.Sources {
+		for i, src := range v.Projected.Sources {
 			var part map[string]volumeFile
 			var err error
 			switch {
@@ -110,6 +110,8 @@ func (k *Kubelet) prepareVolume(ctx context.Context, pod *corev1.Pod, v *corev1.
 				part, err = k.tokenFiles(ctx, pod, src.ServiceAccountToken, v.Projected.DefaultMode)
 			case src.ClusterTrustBundle != nil:
 				part, err = k.trustBundleFiles(ctx, pod, src.ClusterTrustBundle, v.Projected.DefaultMode)
+			case src.PodCertificate != nil:
+				part, err = k.podCertificateFiles(ctx, pod, v.Name, i, src.PodCertificate, v.Projected.DefaultMode)
 			default:
 				err = fmt.Errorf("projected source %+v is not supported by kelp yet", src)
 			}
