@@ -51,9 +51,9 @@ func TestEphemeralContainersSubresource(t *testing.T) {
 	if err != nil {
 		t.Fatalf("patch pods/ephemeralcontainers: %v", err)
 	}
-	if len(got.Spec.EphemeralContainers) != 1 || got.Labels["app"] != "d" ||
+	if len(got.Spec.EphemeralContainers) != 1 || got.Labels["app"] != "d" || got.Generation != 2 ||
 		got.Spec.EphemeralContainers[0].TerminationMessagePath != corev1.TerminationMessagePathDefault {
-		t.Fatalf("after patch: %+v, labels %v; want one defaulted ephemeral container and the label unchanged", got.Spec.EphemeralContainers, got.Labels)
+		t.Fatalf("after patch: %+v, labels %v, generation %d; want one defaulted ephemeral container, the label unchanged, generation 2", got.Spec.EphemeralContainers, got.Labels, got.Generation)
 	}
 
 	// client-go's UpdateEphemeralContainers adds a second one.
