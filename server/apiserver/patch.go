@@ -3,6 +3,7 @@ package apiserver
 import (
 	"fmt"
 	"net/http"
+	"strings"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -11,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	kjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
 )
 
 // maxJSONPatchOps bounds the work one JSON patch can ask for.
@@ -58,6 +61,20 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request, info requestInfo,
 		s.writeError(w, r, err)
 		return
 	}
+	validation, err := fieldValidation(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if dups := patchDuplicates(pt, data); len(dups) > 0 && validation != "Ignore" {
+		if validation == "Strict" {
+			s.writeError(w, r, apierrors.NewBadRequest(runtime.NewStrictDecodingError(dups).Error()))
+			return
+		}
+		for _, e := range dups {
+			addWarning(w, e.Error())
+		}
+	}
 	ctx := withWriteOptions(r.Context(), writeOptions{manager: manager})
 	out, err := s.updateObject(ctx, sv, info, subresource, func(cur runtime.Object) (runtime.Object, error) {
 		return applyPatch(w, r, sv, pt, data, cur)
@@ -67,6 +84,69 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request, info requestInfo,
 		return
 	}
 	s.writeResult(w, r, http.StatusOK, out, sv)
+}
+
+// applyStrictDecoding is upstream's check of an apply configuration
+// under fieldValidation Strict or Warn: the YAML decoded strictly into a
+// map, which finds duplicate keys (in custom objects too, whatever their
+// schema preserves), as "line N: key "x" already set in map". Strict
+// returns the 400 to answer once the apply itself has succeeded (an apply
+// error wins, as upstream's); Warn adds each finding as a Warning now.
+func applyStrictDecoding(w http.ResponseWriter, r *http.Request, data []byte) (refusal, err error) {
+	validation, err := fieldValidation(r)
+	if err != nil || validation == "Ignore" {
+		return nil, err
+	}
+	serr := yaml.UnmarshalStrict(data, &map[string]any{})
+	if serr == nil {
+		return nil, nil
+	}
+	if validation == "Strict" {
+		return apierrors.NewBadRequest("error strict decoding patch: " + serr.Error()), nil
+	}
+	for _, msg := range yamlWarnings(serr.Error()) {
+		addWarning(w, msg)
+	}
+	return nil, nil
+}
+
+// yamlWarnings splits a YAML strict decoding error into its findings, one
+// a line, as upstream's parseYAMLWarnings; another error is one warning.
+func yamlWarnings(msg string) []string {
+	for _, prefix := range []string{"error converting YAML to JSON: yaml: unmarshal errors:\n", "yaml: unmarshal errors:\n"} {
+		if rest, ok := strings.CutPrefix(msg, prefix); ok {
+			lines := strings.Split(rest, "\n")
+			for i := range lines {
+				lines[i] = strings.TrimSpace(lines[i])
+			}
+			return lines
+		}
+	}
+	return []string{msg}
+}
+
+// patchDuplicates is upstream's strict reading of a JSON or merge patch
+// body under fieldValidation Strict or Warn: the patch libraries keep the
+// last of duplicate keys, so a duplicate is found only in the body itself
+// (a JSON patch's as "json patch duplicate field ...").
+func patchDuplicates(pt types.PatchType, patch []byte) []error {
+	var errs []error
+	switch pt {
+	case types.JSONPatchType:
+		var ops []struct {
+			Op    string `json:"op"`
+			Path  string `json:"path"`
+			From  string `json:"from"`
+			Value any    `json:"value"`
+		}
+		errs, _ = kjson.UnmarshalStrict(patch, &ops)
+		for i, e := range errs {
+			errs[i] = fmt.Errorf("json patch %v", e)
+		}
+	case types.MergePatchType:
+		errs, _ = kjson.UnmarshalStrict(patch, &map[string]any{})
+	}
+	return errs
 }
 
 // applyPatch applies one patch to the current object and decodes the
@@ -163,9 +243,18 @@ func (s *Server) serverSideApply(w http.ResponseWriter, r *http.Request, info re
 		return
 	}
 	force := isTrue(r.URL.Query().Get("force"))
+	strictErr, err := applyStrictDecoding(w, r, data)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	ctx := withWriteOptions(r.Context(), writeOptions{manager: manager, applied: true})
 	out, err := s.updateObject(ctx, sv, info, subresource, func(cur runtime.Object) (runtime.Object, error) {
-		return s.fields.Apply(sv.GVK(), subresource, cur, data, manager, force)
+		obj, err := s.fields.Apply(sv.GVK(), subresource, cur, data, manager, force)
+		if err == nil && strictErr != nil {
+			return nil, strictErr
+		}
+		return obj, err
 	}, dry)
 	if apierrors.IsNotFound(err) && subresource == "" {
 		empty := sv.New()
@@ -173,6 +262,9 @@ func (s *Server) serverSideApply(w http.ResponseWriter, r *http.Request, info re
 		acc.SetName(info.Name)
 		acc.SetNamespace(info.Namespace)
 		obj, aerr := s.fields.Apply(sv.GVK(), "", empty, data, manager, force)
+		if aerr == nil && strictErr != nil {
+			aerr = strictErr
+		}
 		if aerr != nil {
 			s.writeError(w, r, aerr)
 			return
