@@ -42,6 +42,7 @@ import (
 	"github.com/kelp-project/kelp/server/controllers/serviceaccount"
 	"github.com/kelp-project/kelp/server/controllers/servicelb"
 	"github.com/kelp-project/kelp/server/controllers/statefulset"
+	"github.com/kelp-project/kelp/server/controllers/storageversionmigrator"
 	"github.com/kelp-project/kelp/server/controllers/ttlafterfinished"
 	"github.com/kelp-project/kelp/server/manifests"
 	"github.com/kelp-project/kelp/server/pki"
@@ -135,6 +136,11 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 		}
 		go rq.Run(ctx, 5)
 		go admissionpolicystatus.New(t.Client, t.Informer).Run(ctx, 1)
+		svm, err := storageversionmigrator.NewForConfig(t.Config, t.Client, t.Informer)
+		if err != nil {
+			return err
+		}
+		go svm.Run(ctx)
 		return nil
 	})
 	// The CRD controllers belong to the API server upstream

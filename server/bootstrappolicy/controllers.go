@@ -16,7 +16,7 @@ type controller struct {
 }
 
 // controllers are upstream's, for the kinds kelp serves (no DRA, CSR
-// signing, admission-policy or storage-migration controllers).
+// signing or admission-policy controllers).
 func controllers() []controller {
 	return []controller{
 		{"attachdetach-controller", []rule{
@@ -192,6 +192,13 @@ func controllers() []controller {
 		{"pv-protection-controller", []rule{
 			verbs("get", "list", "watch", "update").groups(legacy).resources("persistentvolumes"),
 			eventsRule()}},
+		{"storage-version-migrator-controller", []rule{
+			// list for a resource's current revision, patch to migrate
+			// any resource; its CRD's StorageMigrating condition.
+			verbs("list", "patch").groups("*").resources("*"),
+			verbs("get").groups("apiextensions.k8s.io").resources("customresourcedefinitions"),
+			verbs("patch").groups("apiextensions.k8s.io").resources("customresourcedefinitions/status"),
+			verbs("update").groups("storagemigration.k8s.io").resources("storageversionmigrations/status")}},
 		{"ttl-after-finished-controller", []rule{
 			verbs("get", "list", "watch", "delete").groups(batch).resources("jobs"),
 			eventsRule()}},

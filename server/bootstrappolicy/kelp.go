@@ -35,6 +35,7 @@ func kelpControllers() map[string]bool {
 		"job-controller":                              true,
 		"cronjob-controller":                          true,
 		"ttl-after-finished-controller":               true,
+		"storage-version-migrator-controller":         true,
 		"persistent-volume-binder":                    true,
 		"pvc-protection-controller":                   true,
 		"pv-protection-controller":                    true,

@@ -51,6 +51,8 @@ func All(opts Options) []*Resource {
 		certificateSigningRequests(), clusterTrustBundles(), podCertificateRequests(),
 		// resource.k8s.io/v1
 		deviceClasses(), resourceClaims(), resourceClaimTemplates(), resourceSlices(), deviceTaintRules(),
+		// storagemigration.k8s.io/v1
+		storageVersionMigrations(),
 	}
 }
 
