@@ -150,7 +150,11 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 	if err != nil {
 		return nil, err
 	}
-	if err := crd.Run(ctx, apiext); err != nil {
+	crdInformers, err := crd.Informers(apiext)
+	if err != nil {
+		return nil, err
+	}
+	if err := crd.Run(ctx, apiext, crdInformers); err != nil {
 		return nil, err
 	}
 	// So does API Priority and Fairness's config controller, kube-apiserver's own.
@@ -159,9 +163,10 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 	}
 	// And the aggregator's APIService controllers (autoregister, CRD
 	// registration, availability).
-	if err := apiservice.Run(ctx, apiext, registry.GroupVersions()); err != nil {
+	if err := apiservice.Run(ctx, apiext, registry.GroupVersions(), crdInformers.Apiextensions().V1().CustomResourceDefinitions()); err != nil {
 		return nil, err
 	}
+	crdInformers.Start(ctx.Done())
 	run("kube-scheduler", sched, func(ctx context.Context, t *controllers.Toolkit) error {
 		go scheduler.New(t.Client, t.Informer, t.Recorder(scheduler.SchedulerName), cfg.SchedulerBackoff).Run(ctx)
 		return nil

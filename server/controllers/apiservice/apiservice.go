@@ -21,8 +21,7 @@ package apiservice
 import (
 	"context"
 
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apiextensionsinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions"
+	crdinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
@@ -36,22 +35,17 @@ import (
 
 // Run starts the controllers; they stop with ctx. builtin are the
 // group/versions the API server serves of its own (not from CRDs). rc
-// must be allowed to write APIServices and their status and to read CRDs,
-// which is why the control plane runs them as the API server's loopback
-// user, as kube-apiserver does.
-func Run(ctx context.Context, rc *rest.Config, builtin []schema.GroupVersion) error {
+// must be allowed to write APIServices and their status, which is why
+// the control plane runs them as the API server's loopback user, as
+// kube-apiserver does. crds is the CRD controllers' informer
+// (crd.Informers), started by the caller.
+func Run(ctx context.Context, rc *rest.Config, builtin []schema.GroupVersion, crds crdinformers.CustomResourceDefinitionInformer) error {
 	client, err := aggregatorclient.NewForConfig(rc)
-	if err != nil {
-		return err
-	}
-	extClient, err := apiextensionsclient.NewForConfig(rc)
 	if err != nil {
 		return err
 	}
 	factory := aggregatorinformers.NewSharedInformerFactory(client, 0)
 	apiServices := factory.Apiregistration().V1().APIServices()
-	extFactory := apiextensionsinformers.NewSharedInformerFactory(extClient, 0)
-	crds := extFactory.Apiextensions().V1().CustomResourceDefinitions()
 
 	registration := autoregister.NewAutoRegisterController(apiServices, client.ApiregistrationV1())
 	builtinSet := map[schema.GroupVersion]bool{}
@@ -71,7 +65,6 @@ func Run(ctx context.Context, rc *rest.Config, builtin []schema.GroupVersion) er
 	notProxied := newNotProxied(apiServices, client.ApiregistrationV1())
 
 	factory.Start(ctx.Done())
-	extFactory.Start(ctx.Done())
 	go func() {
 		// As kube-apiserver's start hook: the CRDs' group/versions are
 		// registered before autoregister runs, or it would delete their

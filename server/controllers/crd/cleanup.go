@@ -2,6 +2,7 @@ package crd
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -79,8 +81,16 @@ func (c *cleanup) sync(ctx context.Context, name string) error {
 	if remaining > 0 {
 		return held{remaining}
 	}
+	// A patch, not an update: the informer's copy has no schemas
+	// (Informers). The resourceVersion makes it conditional on the CRD
+	// this sync read.
 	apihelpers.CRDRemoveFinalizer(crd, cleanupFinalizer)
-	_, err = c.client.CustomResourceDefinitions().Update(ctx, crd, metav1.UpdateOptions{})
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"finalizers": crd.Finalizers, "resourceVersion": crd.ResourceVersion}})
+	if err != nil {
+		return err
+	}
+	_, err = c.client.CustomResourceDefinitions().Patch(ctx, crd.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
