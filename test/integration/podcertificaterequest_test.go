@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 )
 
@@ -214,4 +216,64 @@ func podCertificatePod(name, node string, maxExpiration *int32) *corev1.Pod {
 		Sources: []corev1.VolumeProjection{{PodCertificate: src}}}}}
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: "default",
 		Containers: []corev1.Container{{Name: "app", Image: "busybox"}}, Volumes: []corev1.Volume{volume}}}
+}
+
+// TestPodCertificateRequestStatusPatches: the status of a fresh request
+// issued by each patch type, as the conformance spec of the API patches
+// it (server-side apply, strategic merge, JSON merge, JSON patch), and an
+// apply of the same status again changes nothing.
+func TestPodCertificateRequestStatusPatches(t *testing.T) {
+	s := startServer(t)
+	cs := s.client()
+	ctx := ctxT(t)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	stub, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notBefore := time.Now().Add(-time.Minute).Truncate(time.Second)
+	ca, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "e2e"}, NotBefore: notBefore, NotAfter: notBefore.Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	ts := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+	status := fmt.Sprintf(`{"certificateChain":%q,"notBefore":%q,"notAfter":%q,"beginRefreshAt":%q,"conditions":[{"type":"Issued","status":"True","reason":"E2E","message":"Issued by patch","lastTransitionTime":%q}]}`,
+		chain, ts(notBefore), ts(notBefore.Add(time.Hour)), ts(notBefore.Add(15*time.Minute)), ts(time.Now()))
+	full := `{"apiVersion":"certificates.k8s.io/v1","kind":"PodCertificateRequest","metadata":{"name":"%s"},"status":` + status + `}`
+	jsonPatch := fmt.Sprintf(`[{"op":"add","path":"/status/certificateChain","value":%q},{"op":"add","path":"/status/notBefore","value":%q},{"op":"add","path":"/status/notAfter","value":%q},{"op":"add","path":"/status/beginRefreshAt","value":%q},{"op":"add","path":"/status/conditions","value":[{"type":"Issued","status":"True","reason":"E2E","message":"m","lastTransitionTime":%q}]}]`,
+		chain, ts(notBefore), ts(notBefore.Add(time.Hour)), ts(notBefore.Add(15*time.Minute)), ts(time.Now()))
+	reqs := cs.CertificatesV1().PodCertificateRequests("default")
+	for i, p := range []struct {
+		typ  types.PatchType
+		body string
+	}{{types.ApplyPatchType, full}, {types.StrategicMergePatchType, `{"status":` + status + `}`}, {types.MergePatchType, `{"status":` + status + `}`}, {types.JSONPatchType, jsonPatch}} {
+		name := fmt.Sprintf("pcr-%d", i)
+		if _, err := reqs.Create(ctx, &certificatesv1.PodCertificateRequest{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: certificatesv1.PodCertificateRequestSpec{
+			SignerName: "example.com/e2e", PodName: "test-pod", PodUID: "uid-pod", ServiceAccountName: "default", ServiceAccountUID: "uid-sa",
+			NodeName: "test-node", NodeUID: "uid-node", MaxExpirationSeconds: ptr.To[int32](86400), StubPKCS10Request: stub}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		body := p.body
+		opts := metav1.PatchOptions{}
+		if p.typ == types.ApplyPatchType {
+			body = fmt.Sprintf(p.body, name)
+			opts.FieldManager, opts.Force = "e2e", ptr.To(true)
+		}
+		got, err := reqs.Patch(ctx, name, p.typ, []byte(body), opts, "status")
+		if err != nil {
+			t.Errorf("%s: %v", p.typ, err)
+			continue
+		}
+		if len(got.Status.Conditions) != 1 || got.Status.Conditions[0].Type != "Issued" || got.Status.CertificateChain != chain {
+			t.Errorf("%s: status %+v", p.typ, got.Status)
+		}
+		if p.typ == types.ApplyPatchType {
+			if _, err := reqs.Patch(ctx, name, p.typ, []byte(body), opts, "status"); err != nil {
+				t.Errorf("applying the same status again: %v", err)
+			}
+		}
+	}
 }
