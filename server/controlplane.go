@@ -33,6 +33,7 @@ import (
 	"github.com/kelp-project/kelp/server/controllers/nodelifecycle"
 	"github.com/kelp-project/kelp/server/controllers/nodepassword"
 	"github.com/kelp-project/kelp/server/controllers/persistentvolume"
+	"github.com/kelp-project/kelp/server/controllers/podautoscaler"
 	"github.com/kelp-project/kelp/server/controllers/podgc"
 	"github.com/kelp-project/kelp/server/controllers/pvcprotection"
 	"github.com/kelp-project/kelp/server/controllers/pvprotection"
@@ -136,6 +137,11 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 		}
 		go rq.Run(ctx, 5)
 		go admissionpolicystatus.New(t.Client, t.Informer).Run(ctx, 1)
+		hpa, err := podautoscaler.New(t.Config, t.Client, t.Informer, t.Recorder("horizontal-pod-autoscaler"), podautoscaler.SyncPeriod)
+		if err != nil {
+			return err
+		}
+		go hpa.Run(ctx, 5)
 		svm, err := storageversionmigrator.NewForConfig(t.Config, t.Client, t.Informer)
 		if err != nil {
 			return err

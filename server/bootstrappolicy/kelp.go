@@ -41,6 +41,7 @@ func kelpControllers() map[string]bool {
 		"pv-protection-controller":                    true,
 		"resourcequota-controller":                    true,
 		"validatingadmissionpolicy-status-controller": true,
+		"horizontal-pod-autoscaler":                   true,
 	}
 }
 

@@ -6,17 +6,22 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/kelp-project/kelp/server/apiserver/conversion"
 )
 
-// defaultCPUUtilization is the target a v2 HPA without metrics gets.
-const defaultCPUUtilization int32 = 80
-
+// HorizontalPodAutoscalerV1 is upstream's v1 defaulting: minReplicas 1.
+// The implicit CPU target is the conversion's (conversion.HorizontalPodAutoscalerV1ToV2),
+// which alone sees the metrics annotation.
 func HorizontalPodAutoscalerV1(h *autoscalingv1.HorizontalPodAutoscaler) {
 	if h.Spec.MinReplicas == nil {
 		h.Spec.MinReplicas = ptr.To(int32(1))
 	}
 }
 
+// HorizontalPodAutoscalerV2 is upstream's v2 defaulting: minReplicas 1, an
+// 80% CPU utilization target when no metric is named, and a behavior that
+// is given completed from upstream's scale-up and scale-down rules.
 func HorizontalPodAutoscalerV2(h *autoscalingv2.HorizontalPodAutoscaler) {
 	if h.Spec.MinReplicas == nil {
 		h.Spec.MinReplicas = ptr.To(int32(1))
@@ -28,38 +33,63 @@ func HorizontalPodAutoscalerV2(h *autoscalingv2.HorizontalPodAutoscaler) {
 				Name: corev1.ResourceCPU,
 				Target: autoscalingv2.MetricTarget{
 					Type:               autoscalingv2.UtilizationMetricType,
-					AverageUtilization: ptr.To(defaultCPUUtilization),
+					AverageUtilization: ptr.To(conversion.DefaultCPUUtilization),
 				},
 			},
 		}}
 	}
-	// Behavior is only completed when the client gave one; a nil behavior
-	// means "controller defaults" and stays nil.
+	// A nil behavior means the controller's defaults and stays nil.
 	if b := h.Spec.Behavior; b != nil {
-		b.ScaleUp = scalingRules(b.ScaleUp, 0, []autoscalingv2.HPAScalingPolicy{
-			{Type: autoscalingv2.PodsScalingPolicy, Value: 4, PeriodSeconds: 15},
-			{Type: autoscalingv2.PercentScalingPolicy, Value: 100, PeriodSeconds: 15},
-		})
-		b.ScaleDown = scalingRules(b.ScaleDown, 300, []autoscalingv2.HPAScalingPolicy{
-			{Type: autoscalingv2.PercentScalingPolicy, Value: 100, PeriodSeconds: 15},
-		})
+		b.ScaleUp = completeScalingRules(b.ScaleUp, hpaScaleUpRules())
+		b.ScaleDown = completeScalingRules(b.ScaleDown, hpaScaleDownRules())
 	}
 }
 
-func scalingRules(r *autoscalingv2.HPAScalingRules, window int32, policies []autoscalingv2.HPAScalingPolicy) *autoscalingv2.HPAScalingRules {
-	if r == nil {
-		r = &autoscalingv2.HPAScalingRules{}
+// hpaScaleUpRules are upstream's: no stabilization, the larger of 4 pods
+// or 100% per 15 s.
+func hpaScaleUpRules() *autoscalingv2.HPAScalingRules {
+	return &autoscalingv2.HPAScalingRules{
+		StabilizationWindowSeconds: ptr.To(int32(0)),
+		SelectPolicy:               ptr.To(autoscalingv2.MaxChangePolicySelect),
+		Policies: []autoscalingv2.HPAScalingPolicy{
+			{Type: autoscalingv2.PodsScalingPolicy, Value: 4, PeriodSeconds: 15},
+			{Type: autoscalingv2.PercentScalingPolicy, Value: 100, PeriodSeconds: 15},
+		},
 	}
-	if r.StabilizationWindowSeconds == nil {
-		r.StabilizationWindowSeconds = ptr.To(window)
+}
+
+// hpaScaleDownRules are upstream's: 100% per 15 s. The stabilization
+// window stays unset: the controller's
+// --horizontal-pod-autoscaler-downscale-stabilization (5 minutes) applies.
+func hpaScaleDownRules() *autoscalingv2.HPAScalingRules {
+	return &autoscalingv2.HPAScalingRules{
+		SelectPolicy: ptr.To(autoscalingv2.MaxChangePolicySelect),
+		Policies: []autoscalingv2.HPAScalingPolicy{
+			{Type: autoscalingv2.PercentScalingPolicy, Value: 100, PeriodSeconds: 15},
+		},
 	}
-	if r.SelectPolicy == nil {
-		r.SelectPolicy = ptr.To(autoscalingv2.MaxChangePolicySelect)
+}
+
+// completeScalingRules is upstream's copyHPAScalingRules: what the client
+// set wins over the defaults; a set but empty policy list is kept (and
+// refused by validation), as upstream.
+func completeScalingRules(from, to *autoscalingv2.HPAScalingRules) *autoscalingv2.HPAScalingRules {
+	if from == nil {
+		return to
 	}
-	if len(r.Policies) == 0 {
-		r.Policies = policies
+	if from.SelectPolicy != nil {
+		to.SelectPolicy = from.SelectPolicy
 	}
-	return r
+	if from.StabilizationWindowSeconds != nil {
+		to.StabilizationWindowSeconds = from.StabilizationWindowSeconds
+	}
+	if from.Policies != nil {
+		to.Policies = from.Policies
+	}
+	if from.Tolerance != nil {
+		to.Tolerance = from.Tolerance
+	}
+	return to
 }
 
 func PriorityClass(pc *schedulingv1.PriorityClass) {

@@ -474,7 +474,8 @@ func TestOtherDefaults(t *testing.T) {
 	}}
 	defaultstest.Apply(hpa)
 	if *hpa.Spec.MinReplicas != 1 || *hpa.Spec.Metrics[0].Resource.Target.AverageUtilization != 80 ||
-		*hpa.Spec.Behavior.ScaleDown.StabilizationWindowSeconds != 300 || len(hpa.Spec.Behavior.ScaleUp.Policies) != 2 {
+		hpa.Spec.Behavior.ScaleDown.StabilizationWindowSeconds != nil || *hpa.Spec.Behavior.ScaleUp.StabilizationWindowSeconds != 0 ||
+		len(hpa.Spec.Behavior.ScaleUp.Policies) != 2 || len(hpa.Spec.Behavior.ScaleDown.Policies) != 1 {
 		t.Errorf("hpa: %+v", hpa.Spec)
 	}
 }

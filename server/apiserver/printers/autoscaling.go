@@ -5,8 +5,11 @@ import (
 	"strings"
 	"time"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kelp-project/kelp/server/apiserver/conversion"
 )
 
 // hpaMetricLimit is how many metrics the TARGETS cell shows.
@@ -14,7 +17,7 @@ const hpaMetricLimit = 2
 
 func init() {
 	specDoc := autoscalingv2.HorizontalPodAutoscalerSpec{}.SwaggerDoc()
-	cells([]metav1.TableColumnDefinition{
+	columns := []metav1.TableColumnDefinition{
 		nameColumn(),
 		column("Reference", "string", specDoc["scaleTargetRef"]),
 		column("Targets", "string", specDoc["metrics"]),
@@ -22,21 +25,29 @@ func init() {
 		column("MaxPods", "string", specDoc["maxReplicas"]),
 		column("Replicas", "string", autoscalingv2.HorizontalPodAutoscalerStatus{}.SwaggerDoc()["currentReplicas"]),
 		ageColumn(),
-	}, func(hpa *autoscalingv2.HorizontalPodAutoscaler, now time.Time) []interface{} {
-		minPods := "<unset>"
-		if hpa.Spec.MinReplicas != nil {
-			minPods = fmt.Sprintf("%d", *hpa.Spec.MinReplicas)
-		}
-		return []interface{}{
-			hpa.Name,
-			hpa.Spec.ScaleTargetRef.Kind + "/" + hpa.Spec.ScaleTargetRef.Name,
-			hpaTargets(hpa.Spec.Metrics, hpa.Status.CurrentMetrics),
-			minPods,
-			int64(hpa.Spec.MaxReplicas),
-			int64(hpa.Status.CurrentReplicas),
-			age(hpa.ObjectMeta, now),
-		}
+	}
+	cells(columns, hpaCells)
+	// Upstream prints both versions from its internal type, which has v2's
+	// shape: a v1 object prints as its v2 form, annotated metrics included.
+	cells(columns, func(hpa *autoscalingv1.HorizontalPodAutoscaler, now time.Time) []interface{} {
+		return hpaCells(conversion.HorizontalPodAutoscalerV1ToV2(hpa), now)
 	})
+}
+
+func hpaCells(hpa *autoscalingv2.HorizontalPodAutoscaler, now time.Time) []interface{} {
+	minPods := "<unset>"
+	if hpa.Spec.MinReplicas != nil {
+		minPods = fmt.Sprintf("%d", *hpa.Spec.MinReplicas)
+	}
+	return []interface{}{
+		hpa.Name,
+		hpa.Spec.ScaleTargetRef.Kind + "/" + hpa.Spec.ScaleTargetRef.Name,
+		hpaTargets(hpa.Spec.Metrics, hpa.Status.CurrentMetrics),
+		minPods,
+		int64(hpa.Spec.MaxReplicas),
+		int64(hpa.Status.CurrentReplicas),
+		age(hpa.ObjectMeta, now),
+	}
 }
 
 // hpaTargets renders "current/target" per metric. statuses are matched to

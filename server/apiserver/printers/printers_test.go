@@ -25,6 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kelp-project/kelp/server/apiserver/conversion"
 )
 
 // now is fixed so AGE and "(Xm ago)" cells are deterministic.
@@ -1112,7 +1114,13 @@ func TestHPACells(t *testing.T) {
 		},
 	}
 	assertCells(t, cellsOf(t, hpa), []interface{}{"web", "Deployment/web", "cpu: 45%/80%, memory: <unknown>/512Mi", "2", int64(10), int64(3), "5m"})
-
+	// Read through autoscaling/v1, an HPA prints as its v2 form: the CPU
+	// target from targetCPUUtilizationPercentage, the others from the
+	// metrics annotation (first, as upstream's conversion orders them).
+	v1 := conversion.HorizontalPodAutoscalerV2ToV1(hpa)
+	assertCells(t, cellsOf(t, v1), []interface{}{"web", "Deployment/web", "memory: 0/512Mi, cpu: <unknown>/80%", "2", int64(10), int64(3), "5m"})
+	v1.Annotations = nil
+	assertCells(t, cellsOf(t, v1), []interface{}{"web", "Deployment/web", "cpu: 45%/80%", "2", int64(10), int64(3), "5m"})
 	hpa.Spec.Metrics = append(hpa.Spec.Metrics, pods)
 	hpa.Spec.MinReplicas = nil
 	c := cellByColumn(t, hpa)

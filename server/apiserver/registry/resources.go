@@ -24,6 +24,8 @@ func All(opts Options) []*Resource {
 		deployments(), replicaSets(), statefulSets(), daemonSets(), controllerRevisions(),
 		// batch/v1
 		jobs(), cronJobs(),
+		// autoscaling/v2 (stored) and autoscaling/v1
+		horizontalPodAutoscalers(), horizontalPodAutoscalersV1(),
 		// coordination.k8s.io/v1, discovery.k8s.io/v1, events.k8s.io/v1, policy/v1
 		leases(), endpointSlices(), eventsV1Resource(), podDisruptionBudgets(),
 		// rbac.authorization.k8s.io/v1

@@ -17,6 +17,8 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/kelp-project/kelp/server/apiserver/conversion"
 )
 
 // The tests reach each kind's rules by type, as the API server does through
@@ -118,9 +120,10 @@ func Validate(obj runtime.Object) field.ErrorList {
 	case *schedulingv1.PriorityClass:
 		return PriorityClass(o)
 	case *autoscalingv1.HorizontalPodAutoscaler:
-		return HorizontalPodAutoscalerV1(o)
+		// The registry validates a v1 HPA in its stored v2 form.
+		return HorizontalPodAutoscaler(conversion.HorizontalPodAutoscalerV1ToV2(o))
 	case *autoscalingv2.HorizontalPodAutoscaler:
-		return HorizontalPodAutoscalerV2(o)
+		return HorizontalPodAutoscaler(o)
 	}
 	return Generic(obj)
 }
