@@ -269,7 +269,8 @@ func (w *podWorker) sync(pod *corev1.Pod, gone bool) bool {
 	if w.finish(ctx, pod, inst) {
 		return false
 	}
-	if w.syncInit(ctx, pod, inst) {
+	plan := w.syncInit(ctx, pod, inst)
+	if plan.initialized {
 		for i := range pod.Spec.Containers {
 			w.syncContainer(ctx, pod, &pod.Spec.Containers[i], inst[pod.Spec.Containers[i].Name], false)
 		}
@@ -280,6 +281,12 @@ func (w *podWorker) sync(pod *corev1.Pod, gone bool) bool {
 		return false
 	}
 	w.probes.Sync(pod, w.podIP.String(), running(pod, inst))
+	// A sidecar started by this sync (one without a startupProbe is
+	// started as soon as it runs) lets the next init or the app
+	// containers go: nothing else would wake the worker for that.
+	if next := planInit(pod, inst, w.probes.Started); next.initialized != plan.initialized || len(next.sync) != len(plan.sync) {
+		w.kick()
+	}
 	w.postStatus(ctx, pod, inst)
 	// A deferred or failed resize is tried again at the next resync.
 	w.retry = len(w.waiting) > 0 || w.resize.pending != nil || w.resize.inProgress != nil
@@ -355,13 +362,13 @@ func (w *podWorker) sandbox() string {
 
 // syncInit runs init containers in order (planInit): plain ones each to
 // completion, sidecars until they have started, then kept running; it
-// returns true once the pod is initialized.
-func (w *podWorker) syncInit(ctx context.Context, pod *corev1.Pod, inst map[string][]runtime.ContainerStatus) bool {
+// returns its plan, initialized once the pod is.
+func (w *podWorker) syncInit(ctx context.Context, pod *corev1.Pod, inst map[string][]runtime.ContainerStatus) initPlan {
 	plan := planInit(pod, inst, w.probes.Started)
 	for _, c := range plan.sync {
 		w.syncContainer(ctx, pod, c, inst[c.Name], true)
 	}
-	return plan.initialized
+	return plan
 }
 
 // finish ends a pod whose app containers are all done for good

@@ -100,7 +100,12 @@ func TestSidecarRunsBesideTheAppAndEndsWithIt(t *testing.T) {
 	tk.sync(t, w, pod)
 	assertCalls(t, tk.rt.Took("create"), "create uid-sc-side-0")
 	// Running without a startup probe: started, so the app container goes
-	// at the next sync.
+	// at the next sync, which the worker is woken for.
+	select {
+	case <-w.kickCh:
+	default:
+		t.Fatal("the worker was not woken after its sidecar started")
+	}
 	tk.sync(t, w, pod)
 	assertCalls(t, tk.rt.Took("create"), "create uid-sc-app-0")
 	st := tk.apiPod(t, pod).Status
