@@ -88,9 +88,9 @@ func TestSelectableFields(t *testing.T) {
 		{"", "events", []string{"involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
 			"involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath",
 			"reason", "reportingComponent", "source", "type"}},
-		{"events.k8s.io", "events", []string{"involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
-			"involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath",
-			"reason", "reportingComponent", "source", "type"}},
+		{"events.k8s.io", "events", []string{"regarding.kind", "regarding.namespace", "regarding.name", "regarding.uid",
+			"regarding.apiVersion", "regarding.resourceVersion", "regarding.fieldPath",
+			"reason", "reportingController", "type"}},
 		{"", "secrets", []string{"type"}},
 		{"", "configmaps", nil},
 		{"", "namespaces", []string{"status.phase"}},
@@ -140,7 +140,8 @@ func TestAttrs(t *testing.T) {
 		t.Errorf("pod fields\n got %v\nwant %v", fs, want)
 	}
 
-	// events.k8s.io Events select on the stored core/v1 names.
+	// events.k8s.io Events select on their own names (upstream's field
+	// label conversion), read from the stored core/v1 Event.
 	ev := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e", Namespace: "team-a"},
 		Regarding: corev1.ObjectReference{Kind: "Pod", Name: "web", Namespace: "team-a", UID: "u1"},
 		Reason:    "Pulled", ReportingController: "kubelet", Type: corev1.EventTypeNormal,
@@ -149,8 +150,8 @@ func TestAttrs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for k, v := range map[string]string{"involvedObject.kind": "Pod", "involvedObject.name": "web", "involvedObject.uid": "u1",
-		"reason": "Pulled", "reportingComponent": "kubelet", "source": "kubelet", "type": "Normal", "metadata.namespace": "team-a"} {
+	for k, v := range map[string]string{"regarding.kind": "Pod", "regarding.name": "web", "regarding.uid": "u1",
+		"reason": "Pulled", "reportingController": "kubelet", "type": "Normal", "metadata.namespace": "team-a"} {
 		if fs[k] != v {
 			t.Errorf("events.k8s.io field %s = %q, want %q", k, fs[k], v)
 		}
@@ -187,7 +188,8 @@ func TestCheckFieldSelector(t *testing.T) {
 		{"", "nodes", "metadata.namespace=default", "field label not supported: metadata.namespace"},
 		{"", "nodes", "spec.unschedulable=false", ""},
 		{"", "events", "involvedObject.name=web,reason=Pulled", ""},
-		{"events.k8s.io", "events", "regarding.name=web", "field label not supported: regarding.name"},
+		{"events.k8s.io", "events", "regarding.name=web", ""},
+		{"events.k8s.io", "events", "involvedObject.name=web", "field label not supported: involvedObject.name"},
 		{"apps", "replicasets", "status.replicas=0", ""},
 		{"batch", "jobs", "status.successful=1", ""},
 	} {
