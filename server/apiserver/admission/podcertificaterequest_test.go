@@ -100,3 +100,37 @@ func TestNodeRestrictionPodCertificateRequest(t *testing.T) {
 		t.Errorf("a node's update: %v", err)
 	}
 }
+
+// grantVerb allows one verb on signer example.com/other (as RBAC names
+// it) for service account sa, and nothing else.
+type grantVerb string
+
+func (g grantVerb) Authorize(_ *auth.User, a auth.Attributes) (auth.Decision, string) {
+	if a.Verb == string(g) && a.Resource == "example.com:other" && a.Name == "sa" {
+		return auth.DecisionAllow, ""
+	}
+	return auth.DecisionNoOpinion, ""
+}
+
+// A node granted request-serviceaccounts-podcertificate-signer on a
+// signer (RBAC names it with / as :) for the service account may ask for
+// it though the pod does not project it, as upstream.
+func TestNodeRestrictionPodCertificateSignerGrant(t *testing.T) {
+	pods := &fakeObjects{items: map[string]runtime.Object{
+		"ns/web": &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "uid-web"}, Spec: corev1.PodSpec{NodeName: "n1", ServiceAccountName: "sa"}}}}
+	nodes := &fakeObjects{items: map[string]runtime.Object{"/n1": &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "uid-n1"}}}}
+	sas := &fakeObjects{items: map[string]runtime.Object{"ns/sa": &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "sa", UID: "uid-sa"}}}}
+	n1 := &auth.User{Name: "system:node:n1", Groups: []string{"system:nodes", "system:authenticated"}}
+	r := &certificatesv1.PodCertificateRequest{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "r"}, Spec: certificatesv1.PodCertificateRequestSpec{
+		SignerName: "example.com/other", PodName: "web", PodUID: "uid-web", ServiceAccountName: "sa", ServiceAccountUID: "uid-sa", NodeName: "n1", NodeUID: "uid-n1"}}
+	create := func(authz auth.Authorizer) error {
+		return nodeRestriction{pods: pods, nodes: nodes, serviceAccounts: sas, authz: authz}.Validate(context.Background(),
+			&Attributes{Operation: "CREATE", Resource: podCertificateRequestResource, Namespace: "ns", Object: r, User: n1})
+	}
+	if err := create(grantVerb("request-serviceaccounts-podcertificate-signer")); err != nil {
+		t.Errorf("with the grant: %v", err)
+	}
+	if err := create(grantVerb("get")); !apierrors.IsForbidden(err) {
+		t.Errorf("without the grant: %v, want 403", err)
+	}
+}
