@@ -302,7 +302,10 @@ func FuzzListEtcd(f *testing.F) {
 		tokOK := true
 		if o.Continue != "" {
 			b, err := base64.RawURLEncoding.DecodeString(o.Continue)
-			tokOK = err == nil && json.Unmarshal(b, &tk) == nil && tk.APIVersion == "meta.k8s.io/v1" && tk.RV > 0 && !strings.Contains(tk.Start, "..")
+			// As upstream's DecodeContinue: a revision (or -1, the
+			// inconsistent continuation of a 410) and a start key.
+			tokOK = err == nil && json.Unmarshal(b, &tk) == nil && tk.APIVersion == "meta.k8s.io/v1" &&
+				(tk.RV > 0 || tk.RV == inconsistentContinueRV) && tk.Start != "" && !strings.Contains(tk.Start, "..")
 		}
 
 		res, err := s.List(context.Background(), o)
@@ -312,7 +315,7 @@ func FuzzListEtcd(f *testing.F) {
 		readRev := int64(0) // the revision the list reads at
 		switch {
 		case o.Continue != "":
-			readRev = tk.RV
+			readRev = max(tk.RV, 0) // the inconsistent continuation reads the latest
 		case exact || rv > 0 && o.Limit > 0:
 			readRev = rv
 		}
