@@ -46,9 +46,7 @@
 package hostport
 
 import (
-	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"sort"
@@ -66,6 +64,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kelp-project/kelp/netplane/bridge"
+	"github.com/kelp-project/kelp/netplane/conntrack"
 	"github.com/kelp-project/kelp/netplane/nft"
 	"github.com/kelp-project/kelp/server/scheduler/hostports"
 )
@@ -474,40 +473,23 @@ func (m *Mapper) routeLocalnet() error {
 func (m *Mapper) clearUDP(ms []Mapping) {
 	var filters []netlink.CustomConntrackFilter
 	for _, mp := range ms {
-		if mp.Protocol != corev1.ProtocolUDP {
-			continue
+		if mp.Protocol == corev1.ProtocolUDP {
+			filters = append(filters, conntrack.UDPTo(mp.HostIP, mp.HostPort))
 		}
-		f := &netlink.ConntrackFilter{}
-		err := errors.Join(f.AddProtocol(unix.IPPROTO_UDP), f.AddPort(netlink.ConntrackOrigDstPort, mp.HostPort))
-		if mp.HostIP.IsValid() {
-			err = errors.Join(err, f.AddIP(netlink.ConntrackOrigDstIP, net.IP(mp.HostIP.AsSlice())))
-		}
-		if err != nil {
-			logrus.WithError(err).Warn("hostport: conntrack filter")
-			continue
-		}
-		filters = append(filters, f)
 	}
 	if len(filters) == 0 {
 		return
 	}
-	var h *netlink.Handle
-	var err error
-	if m.cfg.NetNS == "" {
-		h, err = netlink.NewHandle(unix.NETLINK_NETFILTER)
-	} else {
-		var ns netns.NsHandle
-		if ns, err = netns.GetFromPath(m.cfg.NetNS); err == nil {
-			defer ns.Close()
-			h, err = netlink.NewHandleAt(ns, unix.NETLINK_NETFILTER)
+	ns := netns.None()
+	if m.cfg.NetNS != "" {
+		var err error
+		if ns, err = netns.GetFromPath(m.cfg.NetNS); err != nil {
+			logrus.WithError(err).Warn("hostport: conntrack: open the network namespace")
+			return
 		}
+		defer ns.Close()
 	}
-	if err != nil {
-		logrus.WithError(err).Warn("hostport: conntrack: open netlink")
-		return
-	}
-	defer h.Close()
-	if _, err := h.ConntrackDeleteFilters(netlink.ConntrackTable, unix.AF_INET, filters...); err != nil {
+	if err := conntrack.Delete(ns, filters); err != nil {
 		logrus.WithError(err).Warn("hostport: conntrack: delete stale UDP entries")
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netlink/nl"
-	"golang.org/x/sys/unix"
+
+	"github.com/kelp-project/kelp/netplane/conntrack"
 )
 
 // clearStaleUDP deletes conntrack entries that would keep sending UDP
@@ -25,14 +25,12 @@ func (p *Proxier) clearStaleUDP(changes [][2]*udpService) {
 				}
 				// Flows to the service that were DNATed to the vanished backend.
 				for _, ip := range o.IPs {
-					f := udpDstFilter(ip, o.Port)
+					f := conntrack.UDPTo(ip, o.Port)
 					_ = f.AddIP(netlink.ConntrackReplySrcIP, net.IP(be.Addr().AsSlice()))
 					filters = append(filters, f)
 				}
 				if o.NodePort != 0 {
-					f := &netlink.ConntrackFilter{}
-					_ = f.AddProtocol(unix.IPPROTO_UDP)
-					_ = f.AddPort(netlink.ConntrackOrigDstPort, o.NodePort)
+					f := conntrack.UDPTo(netip.Addr{}, o.NodePort)
 					_ = f.AddIP(netlink.ConntrackReplySrcIP, net.IP(be.Addr().AsSlice()))
 					filters = append(filters, f)
 				}
@@ -44,38 +42,15 @@ func (p *Proxier) clearStaleUDP(changes [][2]*udpService) {
 		// The service got its first backend: drop flows to the service
 		// address that were created while it had none.
 		for _, ip := range n.IPs {
-			filters = append(filters, udpDstFilter(ip, n.Port))
+			filters = append(filters, conntrack.UDPTo(ip, n.Port))
 		}
 		if n.NodePort != 0 {
 			for _, ip := range p.ap.nodeIPs {
-				filters = append(filters, udpDstFilter(ip, n.NodePort))
+				filters = append(filters, conntrack.UDPTo(ip, n.NodePort))
 			}
 		}
 	}
-	if len(filters) == 0 {
-		return
-	}
-	var h *netlink.Handle
-	var err error
-	if p.nsHandle >= 0 {
-		h, err = netlink.NewHandleAt(p.nsHandle, unix.NETLINK_NETFILTER)
-	} else {
-		h, err = netlink.NewHandle(unix.NETLINK_NETFILTER)
-	}
-	if err != nil {
-		log.WithError(err).Warn("conntrack: open netlink")
-		return
-	}
-	defer h.Close()
-	if _, err := h.ConntrackDeleteFilters(netlink.ConntrackTable, nl.FAMILY_V4, filters...); err != nil {
+	if err := conntrack.Delete(p.nsHandle, filters); err != nil {
 		log.WithError(err).Warn("conntrack: delete stale UDP entries")
 	}
-}
-
-func udpDstFilter(ip netip.Addr, port uint16) *netlink.ConntrackFilter {
-	f := &netlink.ConntrackFilter{}
-	_ = f.AddProtocol(unix.IPPROTO_UDP)
-	_ = f.AddIP(netlink.ConntrackOrigDstIP, net.IP(ip.AsSlice()))
-	_ = f.AddPort(netlink.ConntrackOrigDstPort, port)
-	return f
 }
