@@ -211,8 +211,8 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	}()
 	k.node = reporter.Node
 	reporter.Start(ctx)
-	k.trustBundles.run(ctx)
-	k.podCertificates.run(ctx)
+	k.trustBundles.informer.run(ctx)
+	k.podCertificates.informer.run(ctx)
 
 	factory := informers.NewSharedInformerFactoryWithOptions(k.client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {

@@ -69,12 +69,10 @@ var errNotIssuedYet = errors.New("credential bundle is not issued yet")
 type podCertificates struct {
 	k *Kubelet
 
-	mu sync.Mutex
-	// ctx bounds the informer once started (set by Kubelet.Run).
-	ctx      context.Context
-	informer cache.SharedIndexInformer
-	lister   certlisters.PodCertificateRequestLister
-	records  map[projectionKey]*podCredential
+	informer *lazyInformer[certlisters.PodCertificateRequestLister]
+
+	mu      sync.Mutex
+	records map[projectionKey]*podCredential
 	// now is the clock; tests move it.
 	now func() time.Time
 }
@@ -104,27 +102,13 @@ type podCredential struct {
 }
 
 func newPodCertificates(k *Kubelet) *podCertificates {
-	return &podCertificates{k: k, ctx: context.Background(), records: map[projectionKey]*podCredential{}, now: time.Now}
-}
-
-// run sets the context the informer lives in, before any pod asks.
-func (c *podCertificates) run(ctx context.Context) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.ctx = ctx
-}
-
-// requests returns the lister once the informer has listed the node's
-// requests, starting it on the first call.
-func (c *podCertificates) requests(ctx context.Context) (certlisters.PodCertificateRequestLister, error) {
-	c.mu.Lock()
-	if c.informer == nil {
+	c := &podCertificates{k: k, records: map[projectionKey]*podCredential{}, now: time.Now}
+	c.informer = newLazyInformer("PodCertificateRequest", func(ctx context.Context) (cache.SharedIndexInformer, certlisters.PodCertificateRequestLister) {
 		node := c.k.cfg.NodeName
 		factory := informers.NewSharedInformerFactoryWithOptions(c.k.client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
 		}))
 		inf := factory.Certificates().V1().PodCertificateRequests()
-		c.informer, c.lister = inf.Informer(), inf.Lister()
 		wake := func(obj any) {
 			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = tomb.Obj
@@ -133,26 +117,20 @@ func (c *podCertificates) requests(ctx context.Context) (certlisters.PodCertific
 				c.k.kickPod(r.Spec.PodUID)
 			}
 		}
-		_, _ = c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: wake, DeleteFunc: wake, UpdateFunc: func(_, obj any) { wake(obj) },
 		})
-		factory.Start(c.ctx.Done())
-	}
-	informer, lister := c.informer, c.lister
-	c.mu.Unlock()
-	wait, cancel := context.WithTimeout(ctx, trustBundleSyncWait)
-	defer cancel()
-	if !cache.WaitForCacheSync(wait.Done(), informer.HasSynced) {
-		return nil, errors.New("PodCertificateRequest informer has not yet synced")
-	}
-	return lister, nil
+		factory.Start(ctx.Done())
+		return inf.Informer(), inf.Lister()
+	})
+	return c
 }
 
 // credentials returns the projection's private key and certificate chain
 // (PEM), moving its state along: creating the first request, taking an
 // answer, asking for a refresh when due.
 func (c *podCertificates) credentials(ctx context.Context, pod *corev1.Pod, volume string, index int, src *corev1.PodCertificateProjection) ([]byte, []byte, error) {
-	lister, err := c.requests(ctx)
+	lister, err := c.informer.get(ctx)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -35,7 +35,7 @@ func podCertificateKubelet(t *testing.T) *testKubelet {
 	tk := newTestKubelet(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	tk.podCertificates.run(ctx)
+	tk.podCertificates.informer.run(ctx)
 	var n atomic.Int32
 	tk.client.PrependReactor("create", "podcertificaterequests", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		r := a.(clienttesting.CreateAction).GetObject().(*certificatesv1.PodCertificateRequest)

@@ -9,8 +9,6 @@ import (
 	"hash/maphash"
 	"os"
 	"slices"
-	"sync"
-	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -25,11 +23,6 @@ import (
 // maxTrustBundleSelector is upstream's bound on a clusterTrustBundle
 // projection's label selector, written out.
 const maxTrustBundleSelector = 100 * 1024
-
-// trustBundleSyncWait is how long the first lookup waits for the bundles
-// to be listed (upstream's 10 s); a pod asking earlier fails its sync and
-// retries.
-const trustBundleSyncWait = 10 * time.Second
 
 // trustBundles answers the clusterTrustBundle projections of the node's
 // pods, as upstream's kubelet ClusterTrustBundle manager: every
@@ -49,57 +42,33 @@ type trustBundles struct {
 	// order is the per-kubelet key of the anchors' order.
 	order maphash.Seed
 
-	mu sync.Mutex
-	// ctx bounds the informer once started (set by Kubelet.Run).
-	ctx      context.Context
-	informer cache.SharedIndexInformer
-	lister   certlisters.ClusterTrustBundleLister
+	informer *lazyInformer[certlisters.ClusterTrustBundleLister]
 }
 
 func newTrustBundles(client kubernetes.Interface, changed func()) *trustBundles {
-	return &trustBundles{client: client, changed: changed, order: maphash.MakeSeed(), ctx: context.Background()}
-}
-
-// run sets the context the informer lives in, before any pod asks.
-func (b *trustBundles) run(ctx context.Context) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.ctx = ctx
-}
-
-// bundles returns the lister once the informer has listed every bundle,
-// starting it on the first call.
-func (b *trustBundles) bundles(ctx context.Context) (certlisters.ClusterTrustBundleLister, error) {
-	b.mu.Lock()
-	if b.informer == nil {
+	b := &trustBundles{client: client, changed: changed, order: maphash.MakeSeed()}
+	b.informer = newLazyInformer("ClusterTrustBundle", func(ctx context.Context) (cache.SharedIndexInformer, certlisters.ClusterTrustBundleLister) {
 		factory := informers.NewSharedInformerFactory(b.client, 0)
 		inf := factory.Certificates().V1().ClusterTrustBundles()
-		b.informer, b.lister = inf.Informer(), inf.Lister()
 		notify := func(any) {
 			if b.changed != nil {
 				b.changed()
 			}
 		}
-		_, _ = b.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: notify, DeleteFunc: notify,
 			UpdateFunc: func(_, obj any) { notify(obj) },
 		})
-		factory.Start(b.ctx.Done())
-	}
-	informer, lister := b.informer, b.lister
-	b.mu.Unlock()
-	wait, cancel := context.WithTimeout(ctx, trustBundleSyncWait)
-	defer cancel()
-	if !cache.WaitForCacheSync(wait.Done(), informer.HasSynced) {
-		return nil, errors.New("ClusterTrustBundle informer has not yet synced")
-	}
-	return lister, nil
+		factory.Start(ctx.Done())
+		return inf.Informer(), inf.Lister()
+	})
+	return b
 }
 
 // byName is the anchors of the bundle named name; a missing bundle is an
 // error unless optional, when the file is empty.
 func (b *trustBundles) byName(ctx context.Context, name string, optional bool) ([]byte, error) {
-	lister, err := b.bundles(ctx)
+	lister, err := b.informer.get(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +93,7 @@ func (b *trustBundles) bySigner(ctx context.Context, signerName string, selector
 	if n := len(sel.String()); n > maxTrustBundleSelector {
 		return nil, fmt.Errorf("label selector length (%d) is larger than %d", n, maxTrustBundleSelector)
 	}
-	lister, err := b.bundles(ctx)
+	lister, err := b.informer.get(ctx)
 	if err != nil {
 		return nil, err
 	}

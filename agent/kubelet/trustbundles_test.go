@@ -30,7 +30,7 @@ func trustBundleKubelet(t *testing.T, bundles ...*certificatesv1.ClusterTrustBun
 	tk := newTestKubelet(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	tk.trustBundles.run(ctx)
+	tk.trustBundles.informer.run(ctx)
 	for _, b := range bundles {
 		if _, err := tk.client.CertificatesV1().ClusterTrustBundles().Create(ctx, b, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
