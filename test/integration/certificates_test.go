@@ -15,8 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/cert"
 )
 
@@ -84,12 +82,7 @@ func TestCertificateSigningRequests(t *testing.T) {
 		Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: "editor"}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := rest.CopyConfig(s.config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "editor"}
-	editor, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	editor := s.impersonating("editor")
 	approve := patched.DeepCopy()
 	approve.Status.Conditions = append(approve.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
 		Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "Test"})

@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/kubectl/pkg/util/podutils"
 
 	"github.com/kelp-project/kelp/test/simkubelet"
@@ -179,11 +178,6 @@ func TestDisruptionBudgetEvictionAndDrain(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	as := func(user string) kubernetes.Interface {
-		cfg := rest.CopyConfig(s.config)
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
-		return kubernetes.NewForConfigOrDie(cfg)
-	}
 	_, ready = webPods(t, cs, "node-2")
 	victim := ready[0]
 	dryEvict := func(c kubernetes.Interface) error {
@@ -193,13 +187,13 @@ func TestDisruptionBudgetEvictionAndDrain(t *testing.T) {
 	waitBudget(t, cs, "budget back to 1 allowed after the drain", func(p *policyv1.PodDisruptionBudget) bool { return p.Status.DisruptionsAllowed == 1 })
 	var aliceErr error
 	waitWithin(t, 20*time.Second, "edit's aggregated rules to allow alice's eviction", func() bool {
-		aliceErr = dryEvict(as("alice"))
+		aliceErr = dryEvict(s.impersonating("alice"))
 		return !apierrors.IsForbidden(aliceErr)
 	})
 	if aliceErr != nil {
 		t.Fatalf("dry-run eviction as edit: %v", aliceErr)
 	}
-	if err := dryEvict(as("bob")); !apierrors.IsForbidden(err) {
+	if err := dryEvict(s.impersonating("bob")); !apierrors.IsForbidden(err) {
 		t.Errorf("eviction as view: want 403, got %v", err)
 	}
 	if p, err := cs.CoreV1().Pods("default").Get(ctx, victim.Name, metav1.GetOptions{}); err != nil || p.DeletionTimestamp != nil {

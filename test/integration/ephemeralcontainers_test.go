@@ -13,8 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 )
 
 // TestEphemeralContainersSubresource: pods/ephemeralcontainers is served
@@ -114,21 +112,8 @@ func TestEphemeralContainersSubresource(t *testing.T) {
 	}
 
 	// Authorized as pods/ephemeralcontainers: patch on pods is not enough.
-	if _, err := cs.RbacV1().Roles("default").Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "pod-debugger"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "patch", "update"}}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cs.RbacV1().RoleBindings("default").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "pod-debugger"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "pod-debugger"},
-		Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: "debugger"}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	cfg := rest.CopyConfig(s.config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "debugger"}
-	debugger, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s.grantRole(ctx, "default", "pod-debugger", "debugger", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "patch", "update"}})
+	debugger := s.impersonating("debugger")
 	third := `{"spec":{"ephemeralContainers":[{"name":"debugger3","image":"busybox"}]}}`
 	if _, err := debugger.CoreV1().Pods("default").Patch(ctx, "debugged", types.StrategicMergePatchType, []byte(third), metav1.PatchOptions{}, "ephemeralcontainers"); !apierrors.IsForbidden(err) ||
 		!strings.Contains(err.Error(), `cannot patch resource "pods/ephemeralcontainers"`) {

@@ -16,8 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -155,21 +153,8 @@ func TestPodResize(t *testing.T) {
 	}
 
 	// Authorized as pods/resize: patch on pods alone is not enough.
-	if _, err := cs.RbacV1().Roles("default").Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "pod-patcher"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "patch", "update"}}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cs.RbacV1().RoleBindings("default").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "pod-patcher"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "pod-patcher"},
-		Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: "resizer"}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	cfg := rest.CopyConfig(s.config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "resizer"}
-	resizer, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s.grantRole(ctx, "default", "pod-patcher", "resizer", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "patch", "update"}})
+	resizer := s.impersonating("resizer")
 	small := `{"spec":{"containers":[{"name":"c1","resources":{"requests":{"cpu":"120m"}}}]}}`
 	if _, err := resizer.CoreV1().Pods("default").Patch(ctx, "resized", types.StrategicMergePatchType, []byte(small), metav1.PatchOptions{}, "resize"); !apierrors.IsForbidden(err) ||
 		!strings.Contains(err.Error(), `cannot patch resource "pods/resize"`) {

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -115,6 +116,21 @@ func (s *testServer) impersonating(user string, groups ...string) *kubernetes.Cl
 		s.t.Fatal(err)
 	}
 	return cs
+}
+
+// grantRole gives user rules in namespace ns through a Role and a
+// RoleBinding named name.
+func (s *testServer) grantRole(ctx context.Context, ns, name, user string, rules ...rbacv1.PolicyRule) {
+	s.t.Helper()
+	cs := s.client()
+	if _, err := cs.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+		s.t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: user}}}, metav1.CreateOptions{}); err != nil {
+		s.t.Fatal(err)
+	}
 }
 
 // The upstream bootstrap roles through kubectl auth can-i --as: edit,
