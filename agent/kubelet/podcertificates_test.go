@@ -6,13 +6,10 @@ import (
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,6 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/kelp-project/kelp/server/pki/pkitest"
 )
 
 // podCertificateKubelet is a test kubelet whose API has the node and the
@@ -79,14 +78,7 @@ func issue(t *testing.T, tk *testKubelet, r certificatesv1.PodCertificateRequest
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(now.UnixNano()), Subject: pkix.Name{CommonName: r.Spec.PodName},
-		NotBefore: now, NotAfter: now.Add(lifetime)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, stub.PublicKey, ca)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chain := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	chain := pkitest.IssuedPEM(t, r.Spec.PodName, stub.PublicKey, now, lifetime)
 	r.Status = certificatesv1.PodCertificateRequestStatus{
 		Conditions:       []metav1.Condition{{Type: "Issued", Status: metav1.ConditionTrue, Reason: "Test", LastTransitionTime: metav1.NewTime(now)}},
 		CertificateChain: "text the pod never sees\n" + chain,

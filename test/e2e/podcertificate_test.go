@@ -4,12 +4,8 @@ import (
 	"context"
 	"crypto"
 	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
-	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/kelp-project/kelp/server/pki/pkitest"
 )
 
 // A pod projecting a podCertificate waits (FailedMount: not issued yet)
@@ -76,15 +74,9 @@ spec:
 	if err != nil || stub.CheckSignature() != nil {
 		t.Fatalf("stub request: %v", err)
 	}
-	ca, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	notBefore := time.Now().Truncate(time.Second)
 	lifetime := time.Duration(*req.Spec.MaxExpirationSeconds) * time.Second
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(42), Subject: pkix.Name{CommonName: "certified"}, NotBefore: notBefore, NotAfter: notBefore.Add(lifetime)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, stub.PublicKey, ca)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chain := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	chain := pkitest.IssuedPEM(t, "certified", stub.PublicKey, notBefore, lifetime)
 	req.Status = certificatesv1.PodCertificateRequestStatus{
 		Conditions:       []metav1.Condition{{Type: "Issued", Status: metav1.ConditionTrue, Reason: "E2E", Message: "issued", LastTransitionTime: metav1.NewTime(notBefore)}},
 		CertificateChain: chain, NotBefore: ptr.To(metav1.NewTime(notBefore)), NotAfter: ptr.To(metav1.NewTime(notBefore.Add(lifetime))),

@@ -5,10 +5,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/kelp-project/kelp/server/pki/pkitest"
 )
 
 // TestPodCertificateRequests: certificates.k8s.io/v1 PodCertificateRequests
@@ -101,16 +100,10 @@ func TestPodCertificateRequests(t *testing.T) {
 	}
 	bind("pcr-status")
 	now := time.Now().Truncate(time.Second)
-	ca, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "web"}, NotBefore: now, NotAfter: now.Add(2 * time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, ca)
-	if err != nil {
-		t.Fatal(err)
-	}
 	issued := r.DeepCopy()
 	issued.Status = certificatesv1.PodCertificateRequestStatus{
 		Conditions:       []metav1.Condition{{Type: "Issued", Status: metav1.ConditionTrue, Reason: "Test", Message: "issued", LastTransitionTime: metav1.NewTime(now)}},
-		CertificateChain: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
+		CertificateChain: pkitest.IssuedPEM(t, "web", &key.PublicKey, now, 2*time.Hour),
 		NotBefore:        ptr.To(metav1.NewTime(now)), NotAfter: ptr.To(metav1.NewTime(now.Add(2 * time.Hour))), BeginRefreshAt: ptr.To(metav1.NewTime(now.Add(time.Hour))),
 	}
 	signer := s.impersonating("signer").CertificatesV1().PodCertificateRequests("default")
@@ -232,13 +225,7 @@ func TestPodCertificateRequestStatusPatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	notBefore := time.Now().Add(-time.Minute).Truncate(time.Second)
-	ca, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "e2e"}, NotBefore: notBefore, NotAfter: notBefore.Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, ca)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chain := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	chain := pkitest.IssuedPEM(t, "e2e", &key.PublicKey, notBefore, time.Hour)
 	ts := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 	status := fmt.Sprintf(`{"certificateChain":%q,"notBefore":%q,"notAfter":%q,"beginRefreshAt":%q,"conditions":[{"type":"Issued","status":"True","reason":"E2E","message":"Issued by patch","lastTransitionTime":%q}]}`,
 		chain, ts(notBefore), ts(notBefore.Add(time.Hour)), ts(notBefore.Add(15*time.Minute)), ts(time.Now()))

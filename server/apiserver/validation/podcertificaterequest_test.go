@@ -6,9 +6,6 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
+
+	"github.com/kelp-project/kelp/server/pki/pkitest"
 )
 
 func pcrKey(t *testing.T) *ecdsa.PrivateKey {
@@ -39,18 +38,11 @@ func stubCSR(t *testing.T, key crypto.Signer) []byte {
 	return der
 }
 
-// issuedChain is a self-signed certificate for pub from notBefore, valid
+// issuedChain is a certificate for pub from notBefore, valid
 // for lifetime, as PEM.
 func issuedChain(t *testing.T, pub crypto.PublicKey, notBefore time.Time, lifetime time.Duration) string {
 	t.Helper()
-	ca := pcrKey(t)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "leaf"},
-		NotBefore: notBefore, NotAfter: notBefore.Add(lifetime)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, pub, ca)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	return pkitest.IssuedPEM(t, "leaf", pub, notBefore, lifetime)
 }
 
 func seedPCR(t *testing.T, key crypto.Signer) *certificatesv1.PodCertificateRequest {
