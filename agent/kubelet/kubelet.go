@@ -78,6 +78,9 @@ type Network interface {
 	Setup(podUID string) (netnsPath string, ip netip.Addr, err error)
 	Teardown(podUID string) error
 	Recover(keep map[string]bool) error
+	// MapHostPorts maps the pod's host ports to its IP (netplane/hostport);
+	// Teardown and Recover remove them.
+	MapHostPorts(pod *corev1.Pod, podIP netip.Addr) error
 	// InNetNS runs fn inside the network namespace pinned at netnsPath
 	// (port-forward dials the pod's loopback from there).
 	InNetNS(netnsPath string, fn func() error) error

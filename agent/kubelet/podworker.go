@@ -3,7 +3,6 @@ package kubelet
 import (
 	"context"
 	"net/netip"
-	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -317,33 +316,10 @@ func (w *podWorker) ensureSandbox(ctx context.Context, pod *corev1.Pod) error {
 	}
 	// Host ports, as CNI's portmap after the bridge plugin: before the
 	// sandbox is recorded, so a failure is retried with it.
-	if err := w.mapHostPorts(pod, ip); err != nil {
+	if err := w.k.network.MapHostPorts(pod, ip); err != nil {
 		return err
 	}
 	w.setSandbox(path, ip)
-	return nil
-}
-
-// hostPortMapper is a Network that maps pods' host ports (nodenet's
-// networks, through netplane/hostport); Teardown and Recover remove them.
-type hostPortMapper interface {
-	MapHostPorts(pod *corev1.Pod, podIP netip.Addr) error
-}
-
-// mapHostPorts maps the pod's host ports to ip. A network that cannot
-// (a test's) says so where the user looks rather than drop them silently.
-func (w *podWorker) mapHostPorts(pod *corev1.Pod, ip netip.Addr) error {
-	if m, ok := w.k.network.(hostPortMapper); ok {
-		return m.MapHostPorts(pod, ip)
-	}
-	for _, c := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
-		for _, p := range c.Ports {
-			if p.HostPort != 0 {
-				w.k.event(pod, corev1.EventTypeWarning, "HostPortUnsupported",
-					"container %s asks for hostPort %d: this node's network maps no host ports", c.Name, p.HostPort)
-			}
-		}
-	}
 	return nil
 }
 

@@ -386,23 +386,17 @@ func TestOrphansOfPodsDeletedWhileDownAreRemoved(t *testing.T) {
 	}
 }
 
-// A hostPort on a node network that maps none (this test's) is said in a
-// Warning Event on the pod, once, and the pod still runs.
-func TestHostPortIsFlagged(t *testing.T) {
+// A hostPort is handed to the node network, once, with the pod's IP, and
+// the pod runs.
+func TestHostPortIsMapped(t *testing.T) {
 	pod := testPod("web", "app")
 	pod.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 8080}}
 	tk := newTestKubelet(t, pod)
 	w := tk.worker(t, pod)
 	w.sync(pod, false)
 	w.sync(pod, false)
-	var warnings []string
-	for len(tk.events.Events) > 0 {
-		if e := <-tk.events.Events; strings.Contains(e, "HostPortUnsupported") {
-			warnings = append(warnings, e)
-		}
-	}
-	if len(warnings) != 1 || !strings.Contains(warnings[0], "Warning") || !strings.Contains(warnings[0], "hostPort 8080") {
-		t.Errorf("events %q, want one Warning HostPortUnsupported naming hostPort 8080", warnings)
+	if got := tk.net.Mapped(); len(got) != 1 || got[0] != "web 10.42.0.7" {
+		t.Errorf("host ports mapped %q, want once for web at 10.42.0.7", got)
 	}
 	if list, _ := tk.rt.ListContainers(t.Context(), nil); len(list) != 1 || list[0].State != runtime.StateRunning {
 		t.Errorf("the pod's container did not start: %+v", list)

@@ -292,6 +292,7 @@ type Network struct {
 	mu                sync.Mutex
 	ip                netip.Addr
 	setups, teardowns []string
+	mapped            []string
 	recovered         map[string]bool
 }
 
@@ -317,6 +318,28 @@ func (n *Network) Recover(keep map[string]bool) error {
 	defer n.mu.Unlock()
 	n.recovered = maps.Clone(keep)
 	return nil
+}
+
+// MapHostPorts records "<pod> <ip>" for a pod with host ports.
+func (n *Network) MapHostPorts(pod *corev1.Pod, ip netip.Addr) error {
+	for _, c := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
+		for _, p := range c.Ports {
+			if p.HostPort != 0 {
+				n.mu.Lock()
+				defer n.mu.Unlock()
+				n.mapped = append(n.mapped, pod.Name+" "+ip.String())
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// Mapped is what MapHostPorts recorded.
+func (n *Network) Mapped() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.mapped)
 }
 
 // InNetNS runs fn where it is: there is no namespace to enter.
