@@ -2,6 +2,7 @@ package storageversionmigrator
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 func migration(name, resource string, created time.Time) *svmv1.StorageVersionMigration {
@@ -41,9 +43,31 @@ func TestMigrationsRunOneAtATimeAndFailOnUnknownResource(t *testing.T) {
 	c := New(client, apiextensionsfake.NewClientset(), metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme()),
 		dynamicfake.NewSimpleDynamicClient(scheme), memory.NewMemCacheClient(disco), factory)
 
-	// Record the order in which the migrations became Running.
+	// Record, from every status write, the order in which the migrations
+	// became Running and whether two were ever Running at once. Polling
+	// would miss a Running that lasts less than one poll.
+	var mu sync.Mutex
 	var order []string
-	seen := map[string]bool{}
+	runningNow := map[string]bool{}
+	overlap := false
+	client.PrependReactor("update", "storageversionmigrations", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		u, ok := a.(k8stesting.UpdateAction)
+		if !ok || u.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		s := u.GetObject().(*svmv1.StorageVersionMigration)
+		mu.Lock()
+		defer mu.Unlock()
+		now := running(s) && !terminal(s)
+		if now && !runningNow[s.Name] {
+			order = append(order, s.Name)
+		}
+		runningNow[s.Name] = now
+		if runningNow["first"] && runningNow["second"] {
+			overlap = true
+		}
+		return false, nil, nil
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go c.Run(ctx)
@@ -58,15 +82,6 @@ func TestMigrationsRunOneAtATimeAndFailOnUnknownResource(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		first, second := get("first"), get("second")
-		for _, s := range []*svmv1.StorageVersionMigration{first, second} {
-			if running(s) && !seen[s.Name] {
-				seen[s.Name] = true
-				order = append(order, s.Name)
-			}
-		}
-		if running(first) && !terminal(first) && running(second) {
-			t.Fatal("two migrations of one resource Running at once")
-		}
 		if terminal(first) && terminal(second) && !running(first) && !running(second) {
 			break
 		}
@@ -74,6 +89,11 @@ func TestMigrationsRunOneAtATimeAndFailOnUnknownResource(t *testing.T) {
 			t.Fatalf("migrations not finished: first %+v, second %+v", first.Status, second.Status)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if overlap {
+		t.Fatal("two migrations of one resource Running at once")
 	}
 	if len(order) != 2 || order[0] != "first" {
 		t.Fatalf("Running order %v, want [first second]", order)
