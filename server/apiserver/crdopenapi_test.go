@@ -133,6 +133,48 @@ func TestCRDOpenAPIBuiltOnRequest(t *testing.T) {
 	}
 }
 
+// A client that cached the index while no CRD existed revalidates it with
+// the built-in index's ETag and time; once a CRD is served the answer is
+// the combined index, whole, not the built-in 304 (kubectl explain then
+// found no group-version for a new CRD). HEAD gets the combined ETag.
+func TestCRDOpenAPIIndexRevalidatedAfterFirstCRD(t *testing.T) {
+	builtin := testBuiltin{Handler: builtinDocs()}
+	rec := httptest.NewRecorder()
+	builtin.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/openapi/v3", nil))
+	etag, modified := rec.Header().Get("Etag"), rec.Header().Get("Last-Modified")
+	if rec.Code != http.StatusOK || etag == "" || modified == "" {
+		t.Fatalf("built-in index: %d, Etag %q, Last-Modified %q", rec.Code, etag, modified)
+	}
+
+	o := newCRDOpenAPI()
+	o.crdChanged("widgets.example.com", openAPICRD("widgets", "Widget", "10"))
+	req := httptest.NewRequest(http.MethodGet, "/openapi/v3", nil)
+	req.Header.Set("If-None-Match", etag)
+	req.Header.Set("If-Modified-Since", modified)
+	rec = httptest.NewRecorder()
+	if !o.serve(rec, req, builtin) || rec.Code != http.StatusOK {
+		t.Fatalf("revalidating the built-in index: %d, want the combined index", rec.Code)
+	}
+	if !strings.Contains(rec.Body.String(), `"apis/example.com/v1"`) || !strings.Contains(rec.Body.String(), `"api/v1"`) {
+		t.Fatalf("combined index lacks the CRD's or the built-in group-versions: %.300s", rec.Body)
+	}
+	combined := rec.Header().Get("Etag")
+	if combined == etag {
+		t.Fatal("the combined index has the built-in one's ETag")
+	}
+
+	req = httptest.NewRequest(http.MethodGet, "/openapi/v3", nil)
+	req.Header.Set("If-None-Match", combined)
+	rec = httptest.NewRecorder()
+	if !o.serve(rec, req, builtin) || rec.Code != http.StatusNotModified {
+		t.Errorf("revalidating the combined index: %d, want 304", rec.Code)
+	}
+	rec = httptest.NewRecorder()
+	if !o.serve(rec, httptest.NewRequest(http.MethodHead, "/openapi/v3", nil), builtin) || rec.Header().Get("Etag") != combined {
+		t.Errorf("HEAD: Etag %q, want the combined %q", rec.Header().Get("Etag"), combined)
+	}
+}
+
 // Built documents are kept within the budget, the least recently read
 // dropped first, and built again when asked for.
 func TestCRDOpenAPIKeepsWithinItsBudget(t *testing.T) {
