@@ -65,6 +65,12 @@ type Runtime interface {
 	EnsurePodCgroup(ctx context.Context, qos cgroups.QOS, uid string, res runtime.Resources) (string, error)
 	RemovePodCgroup(ctx context.Context, qos cgroups.QOS, uid string) error
 	RemoveOrphanPodCgroups(ctx context.Context, keep map[string]bool) error
+	// MountImage mounts an image volume read-only at target, getting the
+	// image as its pull policy says; ReleaseImageVolumes lets go of a
+	// pod's once unmounted, RemoveOrphanImageVolumes of pods not kept.
+	MountImage(ctx context.Context, podUID, volume, ref string, policy corev1.PullPolicy, target string) error
+	ReleaseImageVolumes(ctx context.Context, podUID string) error
+	RemoveOrphanImageVolumes(ctx context.Context, keep map[string]bool) error
 	Exits() <-chan string
 	// RemoveOrphanShims kills containerd shims that serve no task (left
 	// when kelp died mid-creation), returning their ids.
@@ -450,6 +456,9 @@ func (k *Kubelet) removeOrphans(ctx context.Context) {
 	}
 	if err := k.runtime.RemoveOrphanPodCgroups(ctx, keep); err != nil {
 		logrus.WithError(err).Warn("kubelet: removing the cgroups of pods that are gone")
+	}
+	if err := k.runtime.RemoveOrphanImageVolumes(ctx, keep); err != nil {
+		logrus.WithError(err).Warn("kubelet: removing the image volumes of pods that are gone")
 	}
 	k.removeOrphanShims(ctx)
 	if err := k.network.Recover(keep); err != nil {

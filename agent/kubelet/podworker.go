@@ -531,4 +531,8 @@ func (w *podWorker) cleanup(ctx context.Context, pod *corev1.Pod) {
 		logrus.WithError(err).Warnf("kubelet: tearing down the sandbox of %s", w.uid)
 	}
 	w.k.removePodFiles(w.uid)
+	// After the unmount in removePodFiles.
+	if err := w.k.runtime.ReleaseImageVolumes(ctx, string(w.uid)); err != nil {
+		logrus.WithError(err).Warnf("kubelet: releasing the image volumes of %s", w.uid)
+	}
 }

@@ -24,7 +24,7 @@ func (k *Kubelet) volumeDir(pod *corev1.Pod, name string) string {
 }
 
 // prepareVolumes makes every volume's content ready before containers
-// start, and refreshes configMap, secret, downward API, token, trust
+// start (an image volume is the image's files, read-only), and refreshes configMap, secret, downward API, token, trust
 // bundle and pod certificate content on each sync (files are replaced by rename, so containers see whole files).
 func (k *Kubelet) prepareVolumes(ctx context.Context, pod *corev1.Pod) error {
 	for i := range pod.Spec.Volumes {
@@ -73,6 +73,15 @@ func (k *Kubelet) prepareVolume(ctx context.Context, pod *corev1.Pod, v *corev1.
 		return prepareHostPath(v.HostPath)
 	case v.PersistentVolumeClaim != nil:
 		return k.prepareClaim(ctx, pod, v)
+	case v.Image != nil:
+		// Mounted once; the mount outlives an agent restart.
+		if isMountPoint(dir) {
+			return nil
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		return k.runtime.MountImage(ctx, string(pod.UID), v.Name, v.Image.Reference, v.Image.PullPolicy, dir)
 	case v.ConfigMap != nil:
 		files, err := k.configMapFiles(ctx, pod, v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.Optional, v.ConfigMap.DefaultMode)
 		if err != nil {
@@ -449,7 +458,7 @@ func (k *Kubelet) containerMounts(pod *corev1.Pod, c *corev1.Container, vars map
 				}
 			}
 		}
-		readOnly := m.ReadOnly || v.ConfigMap != nil || v.Secret != nil || v.DownwardAPI != nil || v.Projected != nil ||
+		readOnly := m.ReadOnly || v.ConfigMap != nil || v.Secret != nil || v.DownwardAPI != nil || v.Projected != nil || v.Image != nil ||
 			v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ReadOnly
 		out = append(out, runtime.Mount{Source: src, Destination: m.MountPath, ReadOnly: readOnly})
 		mounted[filepath.Clean(m.MountPath)] = true

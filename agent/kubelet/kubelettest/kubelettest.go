@@ -32,6 +32,9 @@ type Runtime struct {
 	exits      chan string
 	// podCgroups are the pod cgroups made, by pod UID.
 	podCgroups map[string]PodCgroup
+	// imageVolumes are the image volumes mounted, by pod UID and volume:
+	// their image.
+	imageVolumes map[string]map[string]string
 }
 
 // PodCgroup is a pod cgroup the kubelet asked for.
@@ -44,7 +47,8 @@ type PodCgroup struct {
 // NewRuntime returns an empty runtime.
 func NewRuntime() *Runtime {
 	return &Runtime{containers: map[string]*runtime.ContainerStatus{}, specs: map[string]runtime.ContainerSpec{},
-		pullErr: map[string]error{}, exits: make(chan string, 16), podCgroups: map[string]PodCgroup{}}
+		pullErr: map[string]error{}, exits: make(chan string, 16), podCgroups: map[string]PodCgroup{},
+		imageVolumes: map[string]map[string]string{}}
 }
 
 func (r *Runtime) record(format string, args ...any) {
@@ -185,6 +189,51 @@ func (r *Runtime) RemoveOrphanPodCgroups(_ context.Context, keep map[string]bool
 		}
 	}
 	return nil
+}
+
+// MountImage records the pod's image volume (once: the fake mounts
+// nothing, so the kubelet asks again on every sync); a pull error set for
+// the image fails it.
+func (r *Runtime) MountImage(_ context.Context, podUID, volume, ref string, _ corev1.PullPolicy, _ string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.pullErr[ref]; err != nil {
+		return err
+	}
+	if r.imageVolumes[podUID][volume] == ref {
+		return nil
+	}
+	r.record("mount image %s as %s/%s", ref, podUID, volume)
+	if r.imageVolumes[podUID] == nil {
+		r.imageVolumes[podUID] = map[string]string{}
+	}
+	r.imageVolumes[podUID][volume] = ref
+	return nil
+}
+
+func (r *Runtime) ReleaseImageVolumes(_ context.Context, podUID string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.imageVolumes, podUID)
+	return nil
+}
+
+func (r *Runtime) RemoveOrphanImageVolumes(_ context.Context, keep map[string]bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for uid := range r.imageVolumes {
+		if !keep[uid] {
+			delete(r.imageVolumes, uid)
+		}
+	}
+	return nil
+}
+
+// ImageVolumes are the pod's image volumes mounted now: volume to image.
+func (r *Runtime) ImageVolumes(podUID string) map[string]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.imageVolumes[podUID])
 }
 
 // PodCgroup is the pod's cgroup, if it has one.
