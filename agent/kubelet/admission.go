@@ -7,6 +7,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
@@ -97,10 +98,21 @@ func (k *Kubelet) admit(ctx context.Context, pod *corev1.Pod) admission {
 			node = k.node()
 		}
 	}
+	fresh := false
 	for _, p := range append(older, pod) {
 		a := admission{pod: p, ok: true}
 		if !started(p) {
 			a = decide(p, node, active)
+		}
+		if !a.ok && a.reason == predicateNodeAffinity && !fresh {
+			// As upstream's kubelet: the scheduler may have matched labels
+			// newer than the node read last (a label added, then a pod
+			// asking for it at once), so read the node from the API and
+			// decide again before rejecting on affinity.
+			if n, err := k.client.CoreV1().Nodes().Get(ctx, k.cfg.NodeName, metav1.GetOptions{}); err == nil {
+				node, fresh = n, true
+				a = decide(p, node, active)
+			}
 		}
 		k.admitted[p.UID] = a
 		if a.ok {

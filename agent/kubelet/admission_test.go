@@ -48,6 +48,28 @@ func assertRejected(t *testing.T, tk *testKubelet, pod *corev1.Pod, events []str
 	}
 }
 
+// A node label added just before a pod asking for it was scheduled may be
+// missing from the node the kubelet read last; as upstream's, it reads the
+// node from the API before rejecting on affinity (the conformance spec
+// "validates resource limits of pods that are allowed to run" labels the
+// node and creates such a pod at once).
+func TestNodeAffinityReadsTheNodeAgainBeforeRejecting(t *testing.T) {
+	pod := testPod("p", "app")
+	pod.Spec.NodeSelector = map[string]string{"node": "node-1"}
+	tk := newTestKubelet(t, pod)
+	stale := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}
+	tk.Kubelet.node = func() *corev1.Node { return stale }
+	labelled := stale.DeepCopy()
+	labelled.Labels = map[string]string{"node": "node-1"}
+	if _, err := tk.client.CoreV1().Nodes().Create(t.Context(), labelled, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tk.sync(t, tk.worker(t, pod), pod)
+	if st := tk.apiPod(t, pod).Status; st.Phase != corev1.PodRunning {
+		t.Fatalf("pod is %s (%s %s), want Running", st.Phase, st.Reason, st.Message)
+	}
+}
+
 // The conformance spec "Should recreate evicted statefulset": a pod bound
 // to the node asking for a host port a running pod holds is rejected, and
 // the running pod is untouched.
