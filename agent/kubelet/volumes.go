@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -502,12 +503,13 @@ func (k *Kubelet) terminationMessage(pod *corev1.Pod, spec *corev1.Container, c 
 	return string(b)
 }
 
+// isMountPoint reports whether something is mounted at dir. Comparing
+// devices with the parent misses a bind mount from the same filesystem,
+// which is what a one-layer image volume is (its snapshot lives on the
+// node's disk, as the pod directory does).
 func isMountPoint(dir string) bool {
-	var st, parent unix.Stat_t
-	if unix.Stat(dir, &st) != nil || unix.Stat(filepath.Dir(dir), &parent) != nil {
-		return false
-	}
-	return st.Dev != parent.Dev
+	mounted, err := mountinfo.Mounted(dir)
+	return err == nil && mounted
 }
 
 // ensureTmpfs makes dir a tmpfs mount, as upstream's kubelet backs secret
@@ -526,13 +528,16 @@ func ensureTmpfs(dir string) error {
 	return nil
 }
 
-// unmountVolumes unmounts tmpfs volumes under a pod dir before removal.
+// unmountVolumes unmounts the tmpfs and image volumes under a pod dir
+// before removal (each as often as it is mounted there).
 func unmountVolumes(podDir string) {
 	entries, _ := os.ReadDir(filepath.Join(podDir, "volumes"))
 	for _, e := range entries {
 		p := filepath.Join(podDir, "volumes", e.Name())
-		if isMountPoint(p) {
-			_ = unix.Unmount(p, unix.MNT_DETACH)
+		for isMountPoint(p) {
+			if unix.Unmount(p, unix.MNT_DETACH) != nil {
+				break
+			}
 		}
 	}
 }
