@@ -20,15 +20,6 @@ func hostPortPod(name string, s int, port int32, proto corev1.Protocol) *corev1.
 	return pod
 }
 
-// drainEvents returns the events recorded so far.
-func drainEvents(tk *testKubelet) []string {
-	var out []string
-	for len(tk.events.Events) > 0 {
-		out = append(out, <-tk.events.Events)
-	}
-	return out
-}
-
 // assertRejected checks the pod is Failed as upstream's kubelet rejects
 // it, with its Warning Event, and that nothing of it was started.
 func assertRejected(t *testing.T, tk *testKubelet, pod *corev1.Pod, events []string, predicate, message string) {

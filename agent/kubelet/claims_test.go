@@ -105,12 +105,7 @@ func TestUnboundClaimFailsMountUntilBound(t *testing.T) {
 	if calls := tk.rt.Took("create"); len(calls) != 0 {
 		t.Fatalf("containers created on an unbound claim: %q", calls)
 	}
-	var failed []string
-	for len(tk.events.Events) > 0 {
-		if e := <-tk.events.Events; strings.Contains(e, "FailedMount") {
-			failed = append(failed, e)
-		}
-	}
+	failed := eventsWith(tk, "FailedMount")
 	want := "Warning FailedMount Unable to attach or mount volumes: unmounted volumes=[data], unattached volumes=[data]: " +
 		"error processing PVC default/data: PVC is not bound"
 	if len(failed) != 1 || failed[0] != want {

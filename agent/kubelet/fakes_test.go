@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,4 +125,25 @@ func testPod(name string, containers ...string) *corev1.Pod {
 		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: c, Image: "img-" + c})
 	}
 	return pod
+}
+
+// drainEvents returns the events recorded so far.
+func drainEvents(tk *testKubelet) []string {
+	var out []string
+	for len(tk.events.Events) > 0 {
+		out = append(out, <-tk.events.Events)
+	}
+	return out
+}
+
+// eventsWith drains the events recorded so far and returns those that
+// contain s.
+func eventsWith(tk *testKubelet, s string) []string {
+	var out []string
+	for _, e := range drainEvents(tk) {
+		if strings.Contains(e, s) {
+			out = append(out, e)
+		}
+	}
+	return out
 }

@@ -31,12 +31,7 @@ func TestImageVolume(t *testing.T) {
 	if calls := tk.rt.Took("create"); len(calls) != 0 {
 		t.Fatalf("a container was created without its image volume: %q", calls)
 	}
-	var failed []string
-	for len(tk.events.Events) > 0 {
-		if e := <-tk.events.Events; strings.Contains(e, "FailedMount") {
-			failed = append(failed, e)
-		}
-	}
+	failed := eventsWith(tk, "FailedMount")
 	if len(failed) != 1 || !strings.Contains(failed[0], `MountVolume.SetUp failed for volume "data" : failed to pull and unpack image`) {
 		t.Fatalf("FailedMount events %q", failed)
 	}

@@ -45,12 +45,7 @@ func TestRuntimeHandler(t *testing.T) {
 			if tc.event == "" {
 				return
 			}
-			var got []string
-			for len(tk.events.Events) > 0 {
-				if e := <-tk.events.Events; strings.Contains(e, "FailedCreatePodSandBox") {
-					got = append(got, e)
-				}
-			}
+			got := eventsWith(tk, "FailedCreatePodSandBox")
 			if len(got) != 1 || !strings.Contains(got[0], tc.event) {
 				t.Errorf("events %q, want one FailedCreatePodSandBox saying %q", got, tc.event)
 			}
