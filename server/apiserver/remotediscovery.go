@@ -104,10 +104,14 @@ func (d *remoteDiscovery) run(ctx context.Context) {
 		if quit {
 			return
 		}
+		// A server that did not answer is asked again with backoff (and
+		// by the periodic refresh), as upstream's.
 		if err := d.sync(ctx, name); err != nil {
 			logrus.Debugf("aggregator discovery of %s: %v", name, err)
+			d.queue.AddRateLimited(name)
+		} else {
+			d.queue.Forget(name)
 		}
-		d.queue.Forget(name)
 		d.queue.Done(name)
 	}
 }

@@ -1,16 +1,21 @@
 package integration
 
 import (
+	"bufio"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -20,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	v1helper "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1/helper"
 	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
@@ -55,6 +61,18 @@ func (w *wardle) handler(allowed []string) http.Handler {
 		w.mu.Lock()
 		w.users = append(w.users, user)
 		w.mu.Unlock()
+		// An upgrade (as exec's): switch protocols and say who asked on
+		// the raw connection.
+		if r.Header.Get("Upgrade") == "echo-user" {
+			conn, buf, err := http.NewResponseController(rw).Hijack()
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+			_, _ = buf.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo-user\r\n\r\nuser=" + user + "\n")
+			_ = buf.Flush()
+			return
+		}
 		rw.Header().Set("Content-Type", "application/json")
 		switch r.URL.Path {
 		case "/apis/wardle.example.com/v1alpha1":
@@ -246,6 +264,30 @@ func TestAggregatedAPIServer(t *testing.T) {
 		t.Errorf("kubectl get flunders: remote user %q", out)
 	}
 
+	// Headers a client forges are not what the extension server sees.
+	forger := s.userConfig("dave", "wardle-readers")
+	forger.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			r.Header.Set("X-Remote-User", "system:admin")
+			r.Header.Add("X-Remote-Group", "system:masters")
+			return rt.RoundTrip(r)
+		})
+	}
+	forged, err := dynamic.NewForConfig(forger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := forged.Resource(flunders).Namespace("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := list.Items[0].GetAnnotations(); a["remote-user"] != "dave" || a["remote-groups"] != "wardle-readers,system:authenticated" {
+		t.Errorf("forged headers passed on: the extension server saw %v", a)
+	}
+
+	// An upgrade request passes through, as the caller.
+	upgradeThrough(t, s, "/apis/wardle.example.com/v1alpha1/namespaces/default/flunders/echo/attach", "user="+config.AdminUser)
+
 	// A user RBAC does not allow: 403 from kelp, the server never asked.
 	eve, err := dynamic.NewForConfig(s.userConfig("eve"))
 	if err != nil {
@@ -312,4 +354,43 @@ func TestAggregatedAPIServer(t *testing.T) {
 		}
 		return true
 	})
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// upgradeThrough sends an Upgrade request to kelp as the admin, on a raw
+// HTTP/1.1 connection, and wants 101 and then want on the connection.
+func upgradeThrough(t *testing.T, s *testServer, path, want string) {
+	t.Helper()
+	tlsConfig, err := rest.TLSConfigFor(s.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsConfig.NextProtos = []string{"http/1.1"}
+	u, err := url.Parse(s.config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := tls.Dial("tcp", u.Host, tlsConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: echo-user\r\n\r\n", path, u.Host)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("upgrade: %s %s", resp.Status, b)
+	}
+	line, err := br.ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != want {
+		t.Errorf("after the upgrade: %q, %v; want %q", line, err, want)
+	}
 }
