@@ -3,6 +3,7 @@ package apiserver
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -212,5 +213,77 @@ func TestRemoteAggregatedVersion(t *testing.T) {
 	}
 	if d.Resources[1].Scope != "Cluster" {
 		t.Errorf("fischers %+v", d.Resources[1])
+	}
+}
+
+// The remote versions join the documents after kelp's own groups, a
+// remote version of a served group joins that group, and a new snapshot
+// rebuilds the aggregated document.
+func TestRemoteVersionsInDiscovery(t *testing.T) {
+	s := discoveryServer()
+	a := &aggregator{}
+	a.discovery = newRemoteDiscovery(a)
+	s.agg.Store(a)
+	before, _ := aggregated(t, s, "/apis")
+	a.discovery.set("v1alpha1.wardle.example.com", &remoteVersion{group: "wardle.example.com", version: "v1alpha1",
+		groupPriority: 100, versionPriority: 10, resources: []metav1.APIResource{{Name: "flunders", Namespaced: true, Kind: "Flunder", Verbs: []string{"get"}}}})
+	a.discovery.set("v9.apps", &remoteVersion{group: "apps", version: "v9", groupPriority: 100, versionPriority: 1})
+
+	after, _ := aggregated(t, s, "/apis")
+	if len(after.Items) != len(before.Items)+1 {
+		t.Fatalf("%d groups after, %d before", len(after.Items), len(before.Items))
+	}
+	last := after.Items[len(after.Items)-1]
+	if last.Name != "wardle.example.com" || len(last.Versions) != 1 || last.Versions[0].Resources[0].Resource != "flunders" {
+		t.Errorf("last group %+v", last)
+	}
+	for _, g := range after.Items {
+		if g.Name == "apps" && g.Versions[len(g.Versions)-1].Version != "v9" {
+			t.Errorf("apps versions %+v", g.Versions)
+		}
+	}
+	var list metav1.APIGroupList
+	w := getDiscovery(s, "/apis", map[string]string{"Accept": "application/json"})
+	if err := json.Unmarshal(w.Body.Bytes(), &list); err != nil {
+		t.Fatal(err)
+	}
+	if g := list.Groups[len(list.Groups)-1]; g.Name != "wardle.example.com" || g.PreferredVersion.Version != "v1alpha1" {
+		t.Errorf("legacy /apis last group %+v", g)
+	}
+	var group metav1.APIGroup
+	w = getDiscovery(s, "/apis/wardle.example.com", map[string]string{"Accept": "application/json"})
+	if err := json.Unmarshal(w.Body.Bytes(), &group); err != nil || w.Code != http.StatusOK || group.Name != "wardle.example.com" {
+		t.Errorf("/apis/wardle.example.com: %d %s", w.Code, w.Body)
+	}
+	// Gone again: out of the documents.
+	a.discovery.set("v1alpha1.wardle.example.com", nil)
+	a.discovery.set("v9.apps", nil)
+	if again, _ := aggregated(t, s, "/apis"); len(again.Items) != len(before.Items) {
+		t.Errorf("%d groups after removal, want %d", len(again.Items), len(before.Items))
+	}
+	if w := getDiscovery(s, "/apis/wardle.example.com", nil); w.Code != http.StatusNotFound {
+		t.Errorf("/apis/wardle.example.com after removal: %d", w.Code)
+	}
+}
+
+// Not Available, or no endpoint known: 503 "service unavailable", as
+// upstream's proxy, and nothing is dialled.
+func TestServeRemoteUnavailable(t *testing.T) {
+	s := discoveryServer()
+	svc := &apiregistrationv1.APIService{ObjectMeta: metav1.ObjectMeta{Name: "v1alpha1.wardle.example.com"},
+		Spec: apiregistrationv1.APIServiceSpec{Group: "wardle.example.com", Version: "v1alpha1",
+			Service: &apiregistrationv1.ServiceReference{Namespace: "w", Name: "api"}}}
+	a := &aggregator{}
+	for _, available := range []apiregistrationv1.ConditionStatus{apiregistrationv1.ConditionFalse, apiregistrationv1.ConditionTrue} {
+		svc.Status.Conditions = []apiregistrationv1.APIServiceCondition{{Type: apiregistrationv1.Available, Status: available}}
+		r := httptest.NewRequest("GET", "/apis/wardle.example.com/v1alpha1/flunders", nil)
+		r = r.WithContext(auth.WithUser(r.Context(), &auth.User{Name: "alice"}))
+		w := httptest.NewRecorder()
+		s.serveRemote(w, r, a, svc)
+		var st metav1.Status
+		if err := json.Unmarshal(w.Body.Bytes(), &st); err != nil || w.Code != http.StatusServiceUnavailable ||
+			st.Kind != "Status" || st.Message != "service unavailable" || st.Reason != metav1.StatusReasonServiceUnavailable {
+			t.Errorf("Available=%s: %d %s", available, w.Code, w.Body)
+		}
 	}
 }
