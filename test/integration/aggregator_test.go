@@ -394,3 +394,28 @@ func upgradeThrough(t *testing.T, s *testServer, path, want string) {
 		t.Errorf("after the upgrade: %q, %v; want %q", line, err, want)
 	}
 }
+
+// The front-proxy identity is made once: a restart publishes the same
+// request-header CA, so extension servers that read it keep trusting kelp.
+func TestFrontProxyKeptAcrossRestarts(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxT(t)
+	read := func() map[string]string {
+		cm, err := s.client().CoreV1().ConfigMaps("kube-system").Get(ctx, "extension-apiserver-authentication", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cm.Data
+	}
+	before := read()
+	if !strings.Contains(before["requestheader-client-ca-file"], "BEGIN CERTIFICATE") || before["requestheader-client-ca-file"] == before["client-ca-file"] {
+		t.Fatalf("request-header CA %q (must be its own, not the client CA)", before["requestheader-client-ca-file"])
+	}
+	s.restart()
+	after := read()
+	for k, v := range before {
+		if after[k] != v {
+			t.Errorf("%s changed across a restart", k)
+		}
+	}
+}
