@@ -9,9 +9,16 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	endpointproxy "k8s.io/apiserver/pkg/util/proxy"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	listers "k8s.io/kube-aggregator/pkg/client/listers/apiregistration/v1"
@@ -198,11 +205,11 @@ func TestSortRemoteVersions(t *testing.T) {
 // A remote server's legacy resource list nests into the aggregated form;
 // a stale version says so.
 func TestRemoteAggregatedVersion(t *testing.T) {
-	v := &remoteVersion{group: "wardle.example.com", version: "v1alpha1", stale: true, resources: []metav1.APIResource{
+	v := &remoteVersion{group: "wardle.example.com", version: "v1alpha1", stale: true, resources: resourcesDiscovery([]metav1.APIResource{
 		{Name: "flunders", SingularName: "flunder", Namespaced: true, Kind: "Flunder", Verbs: []string{"get", "list"}},
 		{Name: "flunders/status", Namespaced: true, Kind: "Flunder", Verbs: []string{"get"}},
 		{Name: "fischers", Kind: "Fischer", Verbs: []string{"get"}},
-	}}
+	})}
 	d := v.aggregatedVersion()
 	if d.Freshness != "Stale" || len(d.Resources) != 2 {
 		t.Fatalf("%+v", d)
@@ -226,7 +233,7 @@ func TestRemoteVersionsInDiscovery(t *testing.T) {
 	s.agg.Store(a)
 	before, _ := aggregated(t, s, "/apis")
 	a.discovery.set("v1alpha1.wardle.example.com", &remoteVersion{group: "wardle.example.com", version: "v1alpha1",
-		groupPriority: 100, versionPriority: 10, resources: []metav1.APIResource{{Name: "flunders", Namespaced: true, Kind: "Flunder", Verbs: []string{"get"}}}})
+		groupPriority: 100, versionPriority: 10, resources: resourcesDiscovery([]metav1.APIResource{{Name: "flunders", Namespaced: true, Kind: "Flunder", Verbs: []string{"get"}}})})
 	a.discovery.set("v9.apps", &remoteVersion{group: "apps", version: "v9", groupPriority: 100, versionPriority: 1})
 
 	after, _ := aggregated(t, s, "/apis")
@@ -285,5 +292,113 @@ func TestServeRemoteUnavailable(t *testing.T) {
 			st.Kind != "Status" || st.Message != "service unavailable" || st.Reason != metav1.StatusReasonServiceUnavailable {
 			t.Errorf("Available=%s: %d %s", available, w.Code, w.Body)
 		}
+	}
+}
+
+// Discovery of a remote version: the server's aggregated /apis document
+// when it serves one, its legacy /apis/<group>/<version> otherwise; a
+// server that stops answering leaves its version Stale; an APIService no
+// longer Available is left out.
+func TestRemoteDiscoverySync(t *testing.T) {
+	dir := t.TempDir()
+	serverCA, err := pki.LoadOrCreateCA(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile, err := serverCA.ServingCert(dir, "api", []string{"api.wardle.svc"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aggregatedForm := true
+	var asked []string
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked = append(asked, r.URL.Path+" as "+r.Header.Get("X-Remote-User"))
+		switch {
+		case r.URL.Path == "/apis" && aggregatedForm:
+			w.Header().Set("Content-Type", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList")
+			_, _ = io.WriteString(w, `{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","items":[{"metadata":{"name":"wardle.example.com"},"versions":[{"version":"v1alpha1","resources":[{"resource":"fischers","scope":"Cluster","verbs":["get"]}]}]}]}`)
+		case r.URL.Path == "/apis/wardle.example.com/v1alpha1":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"kind":"APIResourceList","groupVersion":"wardle.example.com/v1alpha1","resources":[{"name":"flunders","namespaced":true,"kind":"Flunder","verbs":["get"]}]}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.StartTLS()
+	addr := srv.Listener.Addr().(*net.TCPAddr)
+	port := int32(addr.Port)
+
+	services := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	_ = services.Add(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "wardle", Name: "api"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.43.0.9",
+			Ports: []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromInt32(port)}}}})
+	slices := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	ready, name := true, "https"
+	_ = slices.Add(&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "wardle", Name: "api-1",
+		Labels: map[string]string{discoveryv1.LabelServiceName: "api"}}, AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"127.0.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+		Ports:     []discoveryv1.EndpointPort{{Name: &name, Port: &port}}})
+	getter, err := endpointproxy.NewEndpointSliceListerGetter(discoverylisters.NewEndpointSliceLister(slices))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &apiregistrationv1.APIService{ObjectMeta: metav1.ObjectMeta{Name: "v1alpha1.wardle.example.com"},
+		Spec: apiregistrationv1.APIServiceSpec{Group: "wardle.example.com", Version: "v1alpha1", CABundle: serverCA.CertPEM,
+			Service: &apiregistrationv1.ServiceReference{Namespace: "wardle", Name: "api"}},
+		Status: apiregistrationv1.APIServiceStatus{Conditions: []apiregistrationv1.APIServiceCondition{
+			{Type: apiregistrationv1.Available, Status: apiregistrationv1.ConditionTrue}}}}
+	apiServices := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	_ = apiServices.Add(svc)
+	a := &aggregator{apiServices: listers.NewAPIServiceLister(apiServices)}
+	a.resolver.Store(&endpointResolver{services: corelisters.NewServiceLister(services), slices: getter})
+	a.discovery = newRemoteDiscovery(a)
+	d := a.discovery
+	resources := func() (string, bool) {
+		snap := *d.snapshot.Load()
+		if len(snap) != 1 {
+			return "", false
+		}
+		var names []string
+		for _, r := range snap[0].resources {
+			names = append(names, r.Resource)
+		}
+		return strings.Join(names, ","), snap[0].stale
+	}
+
+	if err := d.sync(t.Context(), svc.Name); err != nil {
+		t.Fatal(err)
+	}
+	if got, stale := resources(); got != "fischers" || stale {
+		t.Errorf("from the aggregated document: %q stale=%v", got, stale)
+	}
+	if len(asked) == 0 || asked[0] != "/apis as system:kube-aggregator" {
+		t.Errorf("asked %q", asked)
+	}
+	aggregatedForm = false
+	if err := d.sync(t.Context(), svc.Name); err != nil {
+		t.Fatal(err)
+	}
+	if got, stale := resources(); got != "flunders" || stale {
+		t.Errorf("from the legacy document: %q stale=%v", got, stale)
+	}
+	srv.Close()
+	if err := d.sync(t.Context(), svc.Name); err == nil {
+		t.Error("a closed server answered")
+	}
+	if got, stale := resources(); got != "flunders" || !stale {
+		t.Errorf("after the server stopped: %q stale=%v", got, stale)
+	}
+	svc.Status.Conditions[0].Status = apiregistrationv1.ConditionFalse
+	_ = apiServices.Update(svc)
+	if err := d.sync(t.Context(), svc.Name); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := resources(); len(*d.snapshot.Load()) != 0 {
+		t.Errorf("an unavailable APIService still listed (%v)", ok)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/transport"
 	"k8s.io/client-go/util/workqueue"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
@@ -27,7 +29,8 @@ import (
 // kube-aggregator's discovery aggregation: each Available APIService that
 // names a service has its /apis/<group>/<version> read from its server
 // (as system:kube-aggregator in system:masters, upstream's identity for
-// it), when the APIService changes and every minute; the legacy /apis
+// it; its aggregated /apis document if it serves one, else the legacy
+// form), when the APIService changes and every minute; the legacy /apis
 // and /apis/<group> documents and the aggregated /apis document list
 // them after the groups kelp serves itself. A version whose APIService is
 // not Available is left out; one whose server stopped answering keeps
@@ -40,7 +43,7 @@ const remoteRefreshInterval = time.Minute
 type remoteVersion struct {
 	group, version                 string
 	groupPriority, versionPriority int32
-	resources                      []metav1.APIResource
+	resources                      []apidiscoveryv2.APIResourceDiscovery
 	stale                          bool
 }
 
@@ -140,8 +143,10 @@ func (d *remoteDiscovery) sync(ctx context.Context, name string) error {
 	return nil
 }
 
-// fetch GETs /apis/<group>/<version> from the APIService's server.
-func (d *remoteDiscovery) fetch(ctx context.Context, svc *apiregistrationv1.APIService) ([]metav1.APIResource, error) {
+// fetch reads the APIService's group/version from its server as
+// upstream's discovery aggregation: the aggregated document of its /apis
+// if it serves one, else the legacy /apis/<group>/<version>.
+func (d *remoteDiscovery) fetch(ctx context.Context, svc *apiregistrationv1.APIService) ([]apidiscoveryv2.APIResourceDiscovery, error) {
 	loc, err := d.a.location(svc)
 	if err != nil {
 		return nil, err
@@ -153,30 +158,53 @@ func (d *remoteDiscovery) fetch(ctx context.Context, svc *apiregistrationv1.APIS
 	rt = transport.NewAuthProxyRoundTripper("system:kube-aggregator", "", []string{"system:masters"}, nil, rt)
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	u := *loc
-	u.Scheme, u.Path = "https", "/apis/"+svc.Spec.Group+"/"+svc.Spec.Version
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	get := func(path, accept string) ([]byte, string, error) {
+		u := url.URL{Scheme: "https", Host: loc.Host, Path: path}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+		if err != nil {
+			return nil, "", err
+		}
+		req.Header.Set("Accept", accept)
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			return nil, "", err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+		if err != nil {
+			return nil, "", err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return nil, "", fmt.Errorf("GET %s: %s", path, resp.Status)
+		}
+		return body, resp.Header.Get("Content-Type"), nil
+	}
+	gv := svc.Spec.Group + "/" + svc.Spec.Version
+	if body, ct, err := get("/apis", discovery.AcceptV2+","+discovery.AcceptV1); err == nil {
+		if ok, _ := discovery.ContentTypeIsGVK(ct, aggregatedGVK); ok {
+			var list apidiscoveryv2.APIGroupDiscoveryList
+			if err := json.Unmarshal(body, &list); err != nil {
+				return nil, fmt.Errorf("GET /apis: %w", err)
+			}
+			for _, g := range list.Items {
+				for _, v := range g.Versions {
+					if g.Name == svc.Spec.Group && v.Version == svc.Spec.Version {
+						return v.Resources, nil
+					}
+				}
+			}
+			return nil, fmt.Errorf("GET /apis: the aggregated document lacks %s", gv)
+		}
+	}
+	body, _, err := get("/apis/"+gv, "application/json")
 	if err != nil {
 		return nil, err
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := rt.RoundTrip(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", u.Path, resp.Status)
 	}
 	var list metav1.APIResourceList
 	if err := json.Unmarshal(body, &list); err != nil {
-		return nil, fmt.Errorf("GET %s: %w", u.Path, err)
+		return nil, fmt.Errorf("GET /apis/%s: %w", gv, err)
 	}
-	return list.APIResources, nil
+	return resourcesDiscovery(list.APIResources), nil
 }
 
 // set records one APIService's version (nil: none) and replaces the
@@ -276,7 +304,7 @@ func remoteGroupNames(vs []*remoteVersion) []string {
 // aggregatedVersion is a remote version in the aggregated document.
 func (v *remoteVersion) aggregatedVersion() apidiscoveryv2.APIVersionDiscovery {
 	out := apidiscoveryv2.APIVersionDiscovery{Version: v.version, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent,
-		Resources: resourcesDiscovery(v.resources)}
+		Resources: v.resources}
 	if v.stale {
 		out.Freshness = apidiscoveryv2.DiscoveryFreshnessStale
 	}
