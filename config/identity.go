@@ -19,6 +19,11 @@ const (
 	// exec, port-forward): the only user, besides MastersGroup, a kubelet
 	// serves.
 	APIServerKubeletClientUser = "system:kube-apiserver-kubelet-client"
+	// AuthProxyUser is the aggregator towards extension API servers (k3s's
+	// front-proxy client certificate), signed by the request-header CA:
+	// extension servers trust the X-Remote-* headers of this name only
+	// (requestheader-allowed-names).
+	AuthProxyUser = "system:auth-proxy"
 	// SupervisorUser is the join endpoints' identity towards the API (k3s's
 	// supervisor): it reads bootstrap tokens and keeps node passwords,
 	// Secrets in kube-system. It holds system:masters.

@@ -59,7 +59,7 @@ const nodeCIDRMaskSize = 24
 // talking to the API server over loopback HTTPS like any other client. The
 // returned wait blocks until they have stopped. signer mints the legacy
 // Secrets' tokens (see serviceaccount.Signer).
-func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL string, signer serviceaccount.Signer) (wait func(), err error) {
+func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, fp *frontProxy, apiURL string, signer serviceaccount.Signer) (wait func(), err error) {
 	kcm, err := ca.RESTConfig(apiURL, config.ControllerManagerUser, nil)
 	if err != nil {
 		return nil, err
@@ -169,7 +169,7 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, apiURL strin
 	}
 	// And the aggregator's APIService controllers (autoregister, CRD
 	// registration, availability).
-	if err := apiservice.Run(ctx, apiext, registry.GroupVersions(), crdInformers.Apiextensions().V1().CustomResourceDefinitions()); err != nil {
+	if err := apiservice.Run(ctx, apiext, registry.GroupVersions(), crdInformers.Apiextensions().V1().CustomResourceDefinitions(), fp.certPEM, fp.keyPEM); err != nil {
 		return nil, err
 	}
 	crdInformers.Start(ctx.Done())

@@ -149,6 +149,10 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if s.CA, tokens, err = loadCredentials(cfg, serverDir, tlsDir); err != nil {
 		return nil, err
 	}
+	fp, err := loadFrontProxy(tlsDir)
+	if err != nil {
+		return nil, err
+	}
 	// The encryption configuration is read before etcd starts: a bad
 	// file stops the server before anything could be written in the
 	// clear.
@@ -167,7 +171,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	s.URL = "https://" + net.JoinHostPort(loopbackFor(cfg.BindAddress), strconv.Itoa(s.api.port))
-	if err = bootstrap(ctx, s.api.api, cfg, s.CA, s.URL); err != nil {
+	if err = bootstrap(ctx, s.api.api, cfg, s.CA, fp, s.URL); err != nil {
 		return nil, err
 	}
 	s.clients, s.stopClients = context.WithCancel(ctx)
@@ -182,7 +186,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err = writeAdminKubeconfig(cfg, s.CA, s.URL); err != nil {
 		return nil, err
 	}
-	waitLoops, err := startControlLoops(s.clients, cfg, s.CA, s.URL, s.api.signer)
+	waitLoops, err := startControlLoops(s.clients, cfg, s.CA, fp, s.URL, s.api.signer)
 	if err != nil {
 		return nil, fmt.Errorf("control loops: %w", err)
 	}
@@ -316,7 +320,7 @@ func loadCredentials(cfg Config, serverDir, tlsDir string) (*pki.CA, tokens, err
 }
 
 // bootstrap creates the cluster's initial objects and the RBAC policy.
-func bootstrap(ctx context.Context, api *apiserver.Server, cfg Config, ca *pki.CA, url string) error {
+func bootstrap(ctx context.Context, api *apiserver.Server, cfg Config, ca *pki.CA, fp *frontProxy, url string) error {
 	if err := api.Bootstrap(ctx); err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
@@ -342,6 +346,15 @@ func bootstrap(ctx context.Context, api *apiserver.Server, cfg Config, ca *pki.C
 	// (kube-apiserver's priority-and-fairness-config-producer hook).
 	if err := apfconfig.Ensure(ctx, loopback.FlowcontrolV1()); err != nil {
 		return fmt.Errorf("flowcontrol configuration: %w", err)
+	}
+	// The aggregation layer: whom extension API servers trust
+	// (kube-apiserver's cluster-authentication-trust controller), and the
+	// proxy to them.
+	if err := publishAuthentication(ctx, loopback, ca.CertPEM, fp); err != nil {
+		return fmt.Errorf("%s ConfigMap: %w", AuthenticationConfigMap, err)
+	}
+	if err := api.SetAggregation(ctx, rc, fp.certPEM, fp.keyPEM); err != nil {
+		return fmt.Errorf("aggregation layer: %w", err)
 	}
 	return nil
 }

@@ -45,6 +45,7 @@ type discoveryDoc struct {
 // others), swapped together, and the served table they describe.
 type discoveryDocs struct {
 	table        *servedTable
+	remote       []*remoteVersion // the aggregated versions (remotediscovery.go)
 	core, groups *discoveryDoc
 }
 
@@ -53,17 +54,17 @@ type discoveryDocs struct {
 // load them atomically and never wait; builds are serialized, so one
 // change costs one build however many clients ask at once.
 func (s *Server) discoveryDocs() *discoveryDocs {
-	t := s.live()
-	if d := s.discovery.Load(); d != nil && d.table == t {
+	t, remote := s.live(), s.remoteVersions()
+	if d := s.discovery.Load(); d != nil && d.table == t && sameSnapshot(d.remote, remote) {
 		return d
 	}
 	s.discoveryMu.Lock()
 	defer s.discoveryMu.Unlock()
-	t = s.live()
-	if d := s.discovery.Load(); d != nil && d.table == t {
+	t, remote = s.live(), s.remoteVersions()
+	if d := s.discovery.Load(); d != nil && d.table == t && sameSnapshot(d.remote, remote) {
 		return d
 	}
-	d := &discoveryDocs{table: t, core: s.buildDiscovery(t, true), groups: s.buildDiscovery(t, false)}
+	d := &discoveryDocs{table: t, remote: remote, core: s.buildDiscovery(t, nil, true), groups: s.buildDiscovery(t, remote, false)}
 	s.discovery.Store(d)
 	return d
 }
@@ -71,7 +72,7 @@ func (s *Server) discoveryDocs() *discoveryDocs {
 // buildDiscovery makes the document for the core group (/api) or for the
 // named groups (/apis): groups in the legacy /apis order, each group's
 // versions preferred first.
-func (s *Server) buildDiscovery(t *servedTable, core bool) *discoveryDoc {
+func (s *Server) buildDiscovery(t *servedTable, remote []*remoteVersion, core bool) *discoveryDoc {
 	list := &apidiscoveryv2.APIGroupDiscoveryList{TypeMeta: metav1.TypeMeta{
 		APIVersion: aggregatedGVK.GroupVersion().String(), Kind: aggregatedGVK.Kind}}
 	seen := map[string]bool{}
@@ -85,6 +86,21 @@ func (s *Server) buildDiscovery(t *servedTable, core bool) *discoveryDoc {
 			g.Versions = append(g.Versions, t.versionDiscovery(v))
 		}
 		list.Items = append(list.Items, g)
+	}
+	// The aggregated group/versions follow kelp's own, in upstream's
+	// priority order; a version of a group kelp serves joins that group.
+	groupAt := map[string]int{}
+	for i, g := range list.Items {
+		groupAt[g.Name] = i
+	}
+	for _, v := range remote {
+		i, ok := groupAt[v.group]
+		if !ok {
+			i = len(list.Items)
+			groupAt[v.group] = i
+			list.Items = append(list.Items, apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: v.group}})
+		}
+		list.Items[i].Versions = append(list.Items[i].Versions, v.aggregatedVersion())
 	}
 	doc := &discoveryDoc{list: list}
 	var buf bytes.Buffer
@@ -110,15 +126,32 @@ func (s *Server) buildDiscovery(t *servedTable, core bool) *discoveryDoc {
 // group and version means the resource's own, in both forms, and client-go
 // turns one into the other field by field.
 func (t *servedTable) versionDiscovery(gv schema.GroupVersion) apidiscoveryv2.APIVersionDiscovery {
-	v := apidiscoveryv2.APIVersionDiscovery{Version: gv.Version, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}
+	var entries []metav1.APIResource
 	for _, sv := range t.byGroup[gv.String()] {
-		entries := discoveryEntries(sv)
-		main := entries[0]
+		entries = append(entries, discoveryEntries(sv)...)
+	}
+	return apidiscoveryv2.APIVersionDiscovery{Version: gv.Version, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent,
+		Resources: resourcesDiscovery(entries)}
+}
+
+// resourcesDiscovery nests the legacy entries of a group-version
+// (resources, and subresources named <resource>/<sub>) into the
+// aggregated form. An entry whose kind has an empty group and version
+// means the resource's own, in both forms, and client-go turns one into
+// the other field by field.
+func resourcesDiscovery(entries []metav1.APIResource) []apidiscoveryv2.APIResourceDiscovery {
+	var out []apidiscoveryv2.APIResourceDiscovery
+	index := map[string]int{}
+	for _, main := range entries {
+		if strings.Contains(main.Name, "/") {
+			continue
+		}
 		scope := apidiscoveryv2.ScopeCluster
 		if main.Namespaced {
 			scope = apidiscoveryv2.ScopeNamespace
 		}
-		rd := apidiscoveryv2.APIResourceDiscovery{
+		index[main.Name] = len(out)
+		out = append(out, apidiscoveryv2.APIResourceDiscovery{
 			Resource:         main.Name,
 			ResponseKind:     &metav1.GroupVersionKind{Group: main.Group, Version: main.Version, Kind: main.Kind},
 			Scope:            scope,
@@ -126,18 +159,24 @@ func (t *servedTable) versionDiscovery(gv schema.GroupVersion) apidiscoveryv2.AP
 			Verbs:            main.Verbs,
 			ShortNames:       main.ShortNames,
 			Categories:       main.Categories,
-		}
-		for _, e := range entries[1:] {
-			_, name, _ := strings.Cut(e.Name, "/")
-			rd.Subresources = append(rd.Subresources, apidiscoveryv2.APISubresourceDiscovery{
-				Subresource:  name,
-				ResponseKind: &metav1.GroupVersionKind{Group: e.Group, Version: e.Version, Kind: e.Kind},
-				Verbs:        e.Verbs,
-			})
-		}
-		v.Resources = append(v.Resources, rd)
+		})
 	}
-	return v
+	for _, e := range entries {
+		resource, name, ok := strings.Cut(e.Name, "/")
+		if !ok {
+			continue
+		}
+		i, found := index[resource]
+		if !found {
+			continue // a subresource without its resource: aggregated discovery cannot carry it
+		}
+		out[i].Subresources = append(out[i].Subresources, apidiscoveryv2.APISubresourceDiscovery{
+			Subresource:  name,
+			ResponseKind: &metav1.GroupVersionKind{Group: e.Group, Version: e.Version, Kind: e.Kind},
+			Verbs:        e.Verbs,
+		})
+	}
+	return out
 }
 
 // serveAggregated answers /api (core) or /apis with the aggregated
@@ -228,4 +267,10 @@ func etagMatches(header, etag string) bool {
 		}
 	}
 	return false
+}
+
+// sameSnapshot reports whether two remote snapshots are the same one
+// (each change replaces the snapshot whole).
+func sameSnapshot(a, b []*remoteVersion) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/kelp-project/kelp/server/apiserver/registry"
@@ -65,11 +66,29 @@ func (s *Server) serveAPIGroupList(w http.ResponseWriter, r *http.Request) {
 		seen[gv.Group] = true
 		list.Groups = append(list.Groups, *t.apiGroup(gv.Group))
 	}
+	// The aggregated groups follow (remotediscovery.go); a version of a
+	// group kelp serves joins that group.
+	remote := s.remoteVersions()
+	for _, name := range remoteGroupNames(remote) {
+		g := remoteGroup(remote, name)
+		if i := slices.IndexFunc(list.Groups, func(lg metav1.APIGroup) bool { return lg.Name == name }); i >= 0 {
+			list.Groups[i].Versions = append(list.Groups[i].Versions, g.Versions...)
+			continue
+		}
+		list.Groups = append(list.Groups, *g)
+	}
 	s.writeObject(w, r, http.StatusOK, list)
 }
 
 func (s *Server) serveAPIGroup(w http.ResponseWriter, r *http.Request, group string) {
 	g := s.live().apiGroup(group)
+	if rg := remoteGroup(s.remoteVersions(), group); rg != nil {
+		if g == nil {
+			g = rg
+		} else {
+			g.Versions = append(g.Versions, rg.Versions...)
+		}
+	}
 	if g == nil {
 		s.writeError(w, r, apierrors.NewNotFound(schema.GroupResource{}, ""))
 		return

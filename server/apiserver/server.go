@@ -117,7 +117,8 @@ type Server struct {
 	webhooks    *webhook.Webhooks // started by SetLoopback
 	policies    *policy.Policies  // started by SetLoopback
 	inFlight    *maxInFlight
-	loopback    atomicClient // the server's own client, for admission's writes (SetLoopback)
+	loopback    atomicClient               // the server's own client, for admission's writes (SetLoopback)
+	agg         atomic.Pointer[aggregator] // the aggregation layer (aggregator.go), from SetAggregation
 }
 
 type atomicClient struct {
@@ -376,6 +377,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := warning.WithWarningRecorder(auth.WithUser(r.Context(), u), &headerWarnings{w: w})
 	r = r.WithContext(ctx)
+	// A group/version an APIService serves from an extension API server
+	// goes there, authorized as any request (aggregator.go).
+	if a := s.agg.Load(); a != nil && strings.HasPrefix(r.URL.Path, "/apis/") {
+		if svc := a.remoteFor(r.URL.Path); svc != nil {
+			s.serveRemote(w, r, a, svc)
+			return
+		}
+	}
 	if !info.IsResource {
 		s.serveNonResource(w, r, info)
 		return

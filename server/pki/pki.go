@@ -36,14 +36,33 @@ type CA struct {
 
 // LoadOrCreateCA reads dir/ca.crt and dir/ca.key, creating them on first start.
 func LoadOrCreateCA(dir string) (*CA, error) {
+	return loadOrCreateCA(dir, "ca", "kelp-ca")
+}
+
+// RequestHeaderCA is the file name (without .crt/.key) of the front
+// proxy's CA, as k3s names it: it signs only the client certificate the
+// aggregator presents to extension API servers (FrontProxyClient), which
+// trust the X-Remote-* headers of a client it signed. It is a CA of its
+// own, as kube-apiserver's --requestheader-client-ca-file: a certificate
+// of the cluster CA must not be able to assert any user it likes.
+const RequestHeaderCA = "request-header-ca"
+
+// LoadOrCreateRequestHeaderCA reads dir/request-header-ca.crt and .key,
+// creating them on first start; they are kept across restarts, so an
+// extension API server that read the CA once keeps trusting the proxy.
+func LoadOrCreateRequestHeaderCA(dir string) (*CA, error) {
+	return loadOrCreateCA(dir, RequestHeaderCA, "kelp-request-header-ca")
+}
+
+func loadOrCreateCA(dir, name, cnPrefix string) (*CA, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	certFile, keyFile := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
+	certFile, keyFile := filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
 	// Only a missing certificate means a first start: a certificate
 	// without its key is an error, never replaced.
 	if _, err := os.Stat(certFile); err == nil {
-		return LoadCA(dir)
+		return loadCA(dir, name)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
@@ -54,7 +73,7 @@ func LoadOrCreateCA(dir string) (*CA, error) {
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: fmt.Sprintf("kelp-ca@%d", now.Unix())},
+		Subject:               pkix.Name{CommonName: fmt.Sprintf("%s@%d", cnPrefix, now.Unix())},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(caValidity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
@@ -83,12 +102,14 @@ func LoadOrCreateCA(dir string) (*CA, error) {
 // LoadCA reads the CA that dir/ca.crt and dir/ca.key hold (for commands
 // run beside a server, such as `kelp kubeconfig`); a missing one is
 // os.ErrNotExist.
-func LoadCA(dir string) (*CA, error) {
-	certPEM, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+func LoadCA(dir string) (*CA, error) { return loadCA(dir, "ca") }
+
+func loadCA(dir, name string) (*CA, error) {
+	certPEM, err := os.ReadFile(filepath.Join(dir, name+".crt"))
 	if err != nil {
 		return nil, err
 	}
-	keyPEM, err := os.ReadFile(filepath.Join(dir, "ca.key"))
+	keyPEM, err := os.ReadFile(filepath.Join(dir, name+".key"))
 	if err != nil {
 		return nil, err
 	}
@@ -149,6 +170,30 @@ func (ca *CA) covers(cert *x509.Certificate, dnsNames []string, ips []net.IP) bo
 		}
 	}
 	return true
+}
+
+// ClientCertFile returns dir/<name>.crt and .key, a client certificate
+// for user and groups, reissuing it when it is missing, expires within 30
+// days or was signed by another CA (the aggregator's front-proxy client
+// certificate, kept across restarts as kube-apiserver's
+// --proxy-client-cert-file).
+func (ca *CA) ClientCertFile(dir, name, user string, groups []string) (certPEM, keyPEM []byte, err error) {
+	certFile, keyFile := filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
+	if certPEM, err := os.ReadFile(certFile); err == nil {
+		if keyPEM, err := os.ReadFile(keyFile); err == nil {
+			if cert, _, err := parsePair(certPEM, keyPEM); err == nil && ca.covers(cert, nil, nil) &&
+				cert.Subject.CommonName == user && slices.Equal(cert.Subject.Organization, groups) {
+				return certPEM, keyPEM, nil
+			}
+		}
+	}
+	if certPEM, keyPEM, err = ca.ClientCert(user, groups); err != nil {
+		return nil, nil, err
+	}
+	if err := WriteFile(keyFile, keyPEM, 0o600); err != nil {
+		return nil, nil, err
+	}
+	return certPEM, keyPEM, WriteFile(certFile, certPEM, 0o644)
 }
 
 // ClientCert issues a client certificate: the API server reads the user from

@@ -272,3 +272,46 @@ func TestHandshake(t *testing.T) {
 	_ = cc.Close()
 	_ = sc.Close()
 }
+
+// The request-header CA and the front-proxy client certificate are made
+// once and kept: a restart reads the same ones, and the certificate is
+// the CA's, for the user asked.
+func TestRequestHeaderCAAndClientCertFile(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := LoadOrCreateRequestHeaderCA(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := ca.ClientCertFile(dir, "client-auth-proxy", "system:auth-proxy", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := LoadOrCreateRequestHeaderCA(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(again.CertPEM, ca.CertPEM) {
+		t.Error("request-header CA replaced on restart")
+	}
+	cert2, key2, err := again.ClientCertFile(dir, "client-auth-proxy", "system:auth-proxy", nil)
+	if err != nil || !bytes.Equal(cert2, certPEM) || !bytes.Equal(key2, keyPEM) {
+		t.Errorf("front-proxy certificate replaced on restart (%v)", err)
+	}
+	cert, _, err := parsePair(certPEM, keyPEM)
+	if err != nil || cert.Subject.CommonName != "system:auth-proxy" || cert.CheckSignatureFrom(ca.Cert) != nil {
+		t.Errorf("certificate %v: CN %q", err, cert.Subject.CommonName)
+	}
+	// The cluster CA is another one.
+	cluster, err := LoadOrCreateCA(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cluster.Cert.Equal(ca.Cert) || cert.CheckSignatureFrom(cluster.Cert) == nil {
+		t.Error("the request-header CA is the cluster CA")
+	}
+	// Another user asked: reissued.
+	cert3, _, err := again.ClientCertFile(dir, "client-auth-proxy", "someone-else", nil)
+	if err != nil || bytes.Equal(cert3, certPEM) {
+		t.Errorf("not reissued for another user (%v)", err)
+	}
+}

@@ -17,8 +17,10 @@ import (
 // serves it: discovery lists apiservices (with /status); every built-in
 // group/version and every CRD-served one has a local APIService with
 // upstream's priorities, Available reason Local; an APIService naming a
-// service is Available=False, since kelp proxies to no extension API
-// server; invalid objects are 422; kubectl prints upstream's columns.
+// service that does not exist is Available=False ServiceNotFound, as
+// upstream's remote availability controller says (aggregator_test.go has
+// a working extension API server); invalid objects are 422; kubectl
+// prints upstream's columns.
 func TestAPIServices(t *testing.T) {
 	s := startServer(t)
 	ctx := ctxT(t)
@@ -114,7 +116,8 @@ func TestAPIServices(t *testing.T) {
 		return apierrors.IsNotFound(err)
 	})
 
-	// An APIService naming a service: defaulted, and plainly not working.
+	// An APIService naming a service that is not there: defaulted, and
+	// plainly not working.
 	remote, err := apis.Create(ctx, &apiregistrationv1.APIService{
 		ObjectMeta: metav1.ObjectMeta{Name: "v1beta1.metrics.k8s.io"},
 		Spec: apiregistrationv1.APIServiceSpec{Group: "metrics.k8s.io", Version: "v1beta1",
@@ -132,8 +135,8 @@ func TestAPIServices(t *testing.T) {
 	}
 	waitFor(t, "the remote APIService Available=False", func() bool {
 		c := available("v1beta1.metrics.k8s.io")
-		return c != nil && c.Status == apiregistrationv1.ConditionFalse && c.Reason == "NotProxied" &&
-			strings.Contains(c.Message, "kelp does not proxy to extension API servers")
+		return c != nil && c.Status == apiregistrationv1.ConditionFalse && c.Reason == "ServiceNotFound" &&
+			strings.Contains(c.Message, `service/metrics-server in "kube-system" is not present`)
 	})
 
 	// kubectl get: upstream's columns.
@@ -149,7 +152,7 @@ func TestAPIServices(t *testing.T) {
 		case len(f) >= 3 && f[0] == "v1.apps":
 			sawLocal = f[1] == "Local" && f[2] == "True"
 		case len(f) >= 4 && f[0] == "v1beta1.metrics.k8s.io":
-			sawRemote = f[1] == "kube-system/metrics-server" && f[2] == "False" && f[3] == "(NotProxied)"
+			sawRemote = f[1] == "kube-system/metrics-server" && f[2] == "False" && f[3] == "(ServiceNotFound)"
 		}
 	}
 	if !sawLocal || !sawRemote {

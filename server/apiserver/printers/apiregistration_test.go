@@ -25,6 +25,6 @@ func TestAPIServiceRows(t *testing.T) {
 	// No condition yet: Unknown.
 	assertCells(t, cellsOf(t, remote), []interface{}{"v1beta1.metrics.k8s.io", "kube-system/metrics-server", "Unknown", "60m"})
 	remote.Status.Conditions = []apiregistrationv1.APIServiceCondition{
-		{Type: apiregistrationv1.Available, Status: apiregistrationv1.ConditionFalse, Reason: "NotProxied"}}
-	assertCells(t, cellsOf(t, remote), []interface{}{"v1beta1.metrics.k8s.io", "kube-system/metrics-server", "False (NotProxied)", "60m"})
+		{Type: apiregistrationv1.Available, Status: apiregistrationv1.ConditionFalse, Reason: "MissingEndpoints"}}
+	assertCells(t, cellsOf(t, remote), []interface{}{"v1beta1.metrics.k8s.io", "kube-system/metrics-server", "False (MissingEndpoints)", "60m"})
 }

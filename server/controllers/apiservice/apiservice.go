@@ -9,13 +9,16 @@
 //     crdRegistrationController, which lives in k8s.io/kubernetes);
 //   - Available=True reason Local on local APIServices, by upstream's
 //     local availability controller;
-//   - Available=False on an APIService that names a service (notproxied.go):
-//     kelp has no aggregation layer and proxies to no extension API server,
-//     and such an APIService must not look as if it worked.
+//   - Available True/False on an APIService that names a service, by
+//     upstream's remote availability controller (remote.go): its Service,
+//     ready endpoints and /apis/<group>/<version> answered through the
+//     front-proxy client certificate.
 //
 // The API server serves the APIService kind itself
-// (server/apiserver/registry/apiregistration.go); discovery does not come
-// from APIServices in kelp, but from the served table.
+// (server/apiserver/registry/apiregistration.go) and proxies to the
+// extension API servers (server/apiserver/aggregator.go); discovery of
+// kelp's own group/versions comes from the served table, that of the
+// remote ones from their servers.
 package apiservice
 
 import (
@@ -24,6 +27,7 @@ import (
 	crdinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
@@ -38,9 +42,14 @@ import (
 // must be allowed to write APIServices and their status, which is why
 // the control plane runs them as the API server's loopback user, as
 // kube-apiserver does. crds is the CRD controllers' informer
-// (crd.Informers), started by the caller.
-func Run(ctx context.Context, rc *rest.Config, builtin []schema.GroupVersion, crds crdinformers.CustomResourceDefinitionInformer) error {
+// (crd.Informers), started by the caller. certPEM and keyPEM are the
+// front-proxy client certificate the availability checks present.
+func Run(ctx context.Context, rc *rest.Config, builtin []schema.GroupVersion, crds crdinformers.CustomResourceDefinitionInformer, certPEM, keyPEM []byte) error {
 	client, err := aggregatorclient.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return err
 	}
@@ -62,9 +71,13 @@ func Run(ctx context.Context, rc *rest.Config, builtin []schema.GroupVersion, cr
 		return err
 	}
 	crdReg := newCRDRegistration(crds, registration, builtinSet)
-	notProxied := newNotProxied(apiServices, client.ApiregistrationV1())
+	remote, kubeFactory, err := newRemoteAvailability(apiServices, client.ApiregistrationV1(), kube, certPEM, keyPEM)
+	if err != nil {
+		return err
+	}
 
 	factory.Start(ctx.Done())
+	kubeFactory.Start(ctx.Done())
 	go func() {
 		// As kube-apiserver's start hook: the CRDs' group/versions are
 		// registered before autoregister runs, or it would delete their
@@ -76,7 +89,7 @@ func Run(ctx context.Context, rc *rest.Config, builtin []schema.GroupVersion, cr
 		registration.Run(1, ctx.Done())
 	}()
 	go available.Run(1, ctx.Done())
-	go notProxied.Run(ctx, 1)
+	go remote.Run(1, ctx.Done())
 	return nil
 }
 

@@ -2,18 +2,20 @@ package apiservice
 
 import (
 	"context"
-	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsfake "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/fake"
 	apiextensionsinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	endpointproxy "k8s.io/apiserver/pkg/util/proxy"
+	kubeinformers "k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
-	v1helper "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1/helper"
-	aggregatorfake "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset/fake"
-	aggregatorinformers "k8s.io/kube-aggregator/pkg/client/informers/externalversions"
 )
 
 func TestLocalAPIService(t *testing.T) {
@@ -82,59 +84,55 @@ func TestCRDRegistration(t *testing.T) {
 	}
 }
 
-func TestNotProxied(t *testing.T) {
-	remote := &apiregistrationv1.APIService{
-		ObjectMeta: metav1.ObjectMeta{Name: "v1beta1.metrics.k8s.io"},
-		Spec: apiregistrationv1.APIServiceSpec{Group: "metrics.k8s.io", Version: "v1beta1",
-			Service: &apiregistrationv1.ServiceReference{Namespace: "kube-system", Name: "metrics-server"}},
-		Status: apiregistrationv1.APIServiceStatus{Conditions: []apiregistrationv1.APIServiceCondition{
-			{Type: apiregistrationv1.Available, Status: apiregistrationv1.ConditionTrue, Reason: "Passed"}}},
+// The availability controller's resolver routes to a ready endpoint of
+// the service port the APIService names (its targetPort), as the proxy
+// does, and says why when it cannot.
+func TestEndpointResolver(t *testing.T) {
+	port := int32(443)
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "api"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.43.0.20",
+			Ports: []corev1.ServicePort{{Name: "https", Port: port, TargetPort: intstr.FromInt32(8443)}}}}
+	ready, notReady := true, false
+	portName := "https"
+	target := int32(8443)
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: "api-1", Labels: map[string]string{discoveryv1.LabelServiceName: "api"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{
+			{Addresses: []string{"10.0.0.9"}, Conditions: discoveryv1.EndpointConditions{Ready: &notReady}},
+			{Addresses: []string{"10.0.0.7"}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}},
+		},
+		Ports: []discoveryv1.EndpointPort{{Name: &portName, Port: &target}},
 	}
-	local := &apiregistrationv1.APIService{ObjectMeta: metav1.ObjectMeta{Name: "v1.apps"},
-		Spec: apiregistrationv1.APIServiceSpec{Group: "apps", Version: "v1"}}
-	client := aggregatorfake.NewSimpleClientset(remote, local)
-	factory := aggregatorinformers.NewSharedInformerFactory(client, 0)
-	informer := factory.Apiregistration().V1().APIServices()
-	c := newNotProxied(informer, client.ApiregistrationV1())
+	client := kubefake.NewSimpleClientset(svc, slice)
+	factory := kubeinformers.NewSharedInformerFactory(client, 0)
+	slices := factory.Discovery().V1().EndpointSlices()
+	getter, err := endpointproxy.NewEndpointSliceIndexerGetter(slices)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &endpointResolver{services: factory.Core().V1().Services().Lister(), slices: getter}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
 
-	for _, name := range []string{remote.Name, local.Name} {
-		if err := c.sync(ctx, name); err != nil {
-			t.Fatal(err)
-		}
+	u, err := r.ResolveEndpoint("ns", "api", port)
+	if err != nil || u.String() != "https://10.0.0.7:8443" {
+		t.Errorf("resolved %v, %v; want https://10.0.0.7:8443 (the ready endpoint, the target port)", u, err)
 	}
-	got, _ := client.ApiregistrationV1().APIServices().Get(ctx, remote.Name, metav1.GetOptions{})
-	cond := v1helper.GetAPIServiceConditionByType(got, apiregistrationv1.Available)
-	if cond == nil || cond.Status != apiregistrationv1.ConditionFalse || cond.Reason != NotProxiedReason ||
-		!strings.Contains(cond.Message, "kelp does not proxy to extension API servers") || !strings.Contains(cond.Message, "kube-system/metrics-server") {
-		t.Errorf("remote condition: %+v", cond)
+	if _, err := r.ResolveEndpoint("ns", "api", 444); err == nil {
+		t.Error("a port the service lacks resolved")
 	}
-	// A local APIService is the local availability controller's: untouched.
-	got, _ = client.ApiregistrationV1().APIServices().Get(ctx, local.Name, metav1.GetOptions{})
-	if len(got.Status.Conditions) != 0 {
-		t.Errorf("local APIService touched: %+v", got.Status.Conditions)
+	if _, err := r.ResolveEndpoint("ns", "missing", port); err == nil {
+		t.Error("a missing service resolved")
 	}
-	// Already stating it: no further write.
-	before := len(client.Actions())
-	if err := informer.Informer().GetIndexer().Update(mustGet(t, client, remote.Name)); err != nil {
+	// No ready endpoint left: unresolvable.
+	slice.Endpoints = slice.Endpoints[:1]
+	if err := slices.Informer().GetIndexer().Update(slice); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.sync(ctx, remote.Name); err != nil {
-		t.Fatal(err)
+	if u, err := r.ResolveEndpoint("ns", "api", port); err == nil {
+		t.Errorf("resolved %v without a ready endpoint", u)
 	}
-	if after := len(client.Actions()); after != before+1 { // the Get above
-		t.Errorf("%d actions after a sync with nothing to do", after-before-1)
-	}
-}
-
-func mustGet(t *testing.T, client *aggregatorfake.Clientset, name string) *apiregistrationv1.APIService {
-	t.Helper()
-	svc, err := client.ApiregistrationV1().APIServices().Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return svc
 }
