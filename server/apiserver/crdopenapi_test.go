@@ -35,11 +35,18 @@ func openAPICRD(plural, kind, rv string) *apiextensionsv1.CustomResourceDefiniti
 
 // builtinIndex stands for openapi.Handler: a fixed /openapi/v3 index, and
 // the real /openapi/v2 document of the built-in kinds.
-var builtinIndex = testBuiltin{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-	w.Write([]byte(`{"paths":{"api/v1":{"serverRelativeURL":"/openapi/v3/api/v1?hash=ABC"}}}`))
-})}
+var builtinIndex = testBuiltin{index: []byte(`{"paths":{"api/v1":{"serverRelativeURL":"/openapi/v3/api/v1?hash=ABC"}}}`)}
 
-type testBuiltin struct{ http.Handler }
+// testBuiltin is the built-in documents with index as the /openapi/v3
+// index, or the real one if index is nil.
+type testBuiltin struct{ index []byte }
+
+func (b testBuiltin) Index(ctx context.Context) ([]byte, error) {
+	if b.index != nil {
+		return b.index, nil
+	}
+	return builtinDocs().Index(ctx)
+}
 
 // builtinDocs is the openapi.Handler of every built-in kind, made once.
 var builtinDocs = sync.OnceValue(func() *openapi.Handler {
@@ -138,9 +145,9 @@ func TestCRDOpenAPIBuiltOnRequest(t *testing.T) {
 // the combined index, whole, not the built-in 304 (kubectl explain then
 // found no group-version for a new CRD). HEAD gets the combined ETag.
 func TestCRDOpenAPIIndexRevalidatedAfterFirstCRD(t *testing.T) {
-	builtin := testBuiltin{Handler: builtinDocs()}
+	builtin := testBuiltin{}
 	rec := httptest.NewRecorder()
-	builtin.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/openapi/v3", nil))
+	builtinDocs().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/openapi/v3", nil))
 	etag, modified := rec.Header().Get("Etag"), rec.Header().Get("Last-Modified")
 	if rec.Code != http.StatusOK || etag == "" || modified == "" {
 		t.Fatalf("built-in index: %d, Etag %q, Last-Modified %q", rec.Code, etag, modified)

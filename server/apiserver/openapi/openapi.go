@@ -28,6 +28,7 @@ package openapi
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha512"
 	"encoding/json"
 	"fmt"
@@ -385,6 +386,22 @@ func serverRelativeURL(key, hash string) string {
 }
 
 const servePrefix = "/openapi/v3"
+
+// Index is the /openapi/v3 index document (JSON), built on first use:
+// what the CRDs' index (server/apiserver/crdopenapi.go) adds its
+// group-versions to.
+func (h *Handler) Index(ctx context.Context) ([]byte, error) {
+	h.start()
+	select {
+	case <-h.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if h.err != nil {
+		return nil, h.err
+	}
+	return h.index.data, nil
+}
 
 // ServeHTTP serves the index at /openapi/v3 and the documents below it,
 // and the document at /openapi/v2.
