@@ -45,7 +45,7 @@ type discoveryDoc struct {
 // others), swapped together, and the served table they describe.
 type discoveryDocs struct {
 	table        *servedTable
-	remote       []*remoteVersion // the aggregated versions (remotediscovery.go)
+	remote       *[]*remoteVersion // the aggregated versions' snapshot (remotediscovery.go)
 	core, groups *discoveryDoc
 }
 
@@ -54,17 +54,17 @@ type discoveryDocs struct {
 // load them atomically and never wait; builds are serialized, so one
 // change costs one build however many clients ask at once.
 func (s *Server) discoveryDocs() *discoveryDocs {
-	t, remote := s.live(), s.remoteVersions()
-	if d := s.discovery.Load(); d != nil && d.table == t && sameSnapshot(d.remote, remote) {
+	t, remote := s.live(), s.remoteSnapshot()
+	if d := s.discovery.Load(); d != nil && d.table == t && d.remote == remote {
 		return d
 	}
 	s.discoveryMu.Lock()
 	defer s.discoveryMu.Unlock()
-	t, remote = s.live(), s.remoteVersions()
-	if d := s.discovery.Load(); d != nil && d.table == t && sameSnapshot(d.remote, remote) {
+	t, remote = s.live(), s.remoteSnapshot()
+	if d := s.discovery.Load(); d != nil && d.table == t && d.remote == remote {
 		return d
 	}
-	d := &discoveryDocs{table: t, remote: remote, core: s.buildDiscovery(t, nil, true), groups: s.buildDiscovery(t, remote, false)}
+	d := &discoveryDocs{table: t, remote: remote, core: s.buildDiscovery(t, nil, true), groups: s.buildDiscovery(t, versionsOf(remote), false)}
 	s.discovery.Store(d)
 	return d
 }
@@ -267,10 +267,4 @@ func etagMatches(header, etag string) bool {
 		}
 	}
 	return false
-}
-
-// sameSnapshot reports whether two remote snapshots are the same one
-// (each change replaces the snapshot whole).
-func sameSnapshot(a, b []*remoteVersion) bool {
-	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/transport"
@@ -90,18 +92,7 @@ func (d *remoteDiscovery) run(ctx context.Context) {
 		<-ctx.Done()
 		d.queue.ShutDown()
 	}()
-	go func() {
-		t := time.NewTicker(remoteRefreshInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				d.enqueueAll()
-			}
-		}
-	}()
+	go wait.UntilWithContext(ctx, func(context.Context) { d.enqueueAll() }, remoteRefreshInterval)
 	for {
 		name, quit := d.queue.Get()
 		if quit {
@@ -216,7 +207,7 @@ func (d *remoteDiscovery) set(name string, v *remoteVersion) {
 	if v == nil && prev == nil {
 		return
 	}
-	if v != nil && prev != nil && remoteVersionsEqual(prev, v) {
+	if v != nil && prev != nil && reflect.DeepEqual(*prev, *v) {
 		return
 	}
 	if v == nil {
@@ -230,13 +221,6 @@ func (d *remoteDiscovery) set(name string, v *remoteVersion) {
 	}
 	sortRemoteVersions(snap)
 	d.snapshot.Store(&snap)
-}
-
-func remoteVersionsEqual(a, b *remoteVersion) bool {
-	ja, _ := json.Marshal(a.resources)
-	jb, _ := json.Marshal(b.resources)
-	return a.group == b.group && a.version == b.version && a.groupPriority == b.groupPriority &&
-		a.versionPriority == b.versionPriority && a.stale == b.stale && string(ja) == string(jb)
 }
 
 // sortRemoteVersions orders as upstream's discovery: groups by the
@@ -264,13 +248,25 @@ func sortRemoteVersions(vs []*remoteVersion) {
 	})
 }
 
-// remoteVersions is the current snapshot, sorted.
-func (s *Server) remoteVersions() []*remoteVersion {
+// remoteSnapshot is the current snapshot (nil without an aggregation
+// layer): every change stores a new one, so documents built from it are
+// current while it is the one stored.
+func (s *Server) remoteSnapshot() *[]*remoteVersion {
 	a := s.agg.Load()
 	if a == nil {
 		return nil
 	}
-	return *a.discovery.snapshot.Load()
+	return a.discovery.snapshot.Load()
+}
+
+// remoteVersions is the current snapshot's versions, sorted.
+func (s *Server) remoteVersions() []*remoteVersion { return versionsOf(s.remoteSnapshot()) }
+
+func versionsOf(snap *[]*remoteVersion) []*remoteVersion {
+	if snap == nil {
+		return nil
+	}
+	return *snap
 }
 
 // remoteGroup is a remote group as /apis/<group> lists it, nil if none
