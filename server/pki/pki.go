@@ -131,28 +131,19 @@ func (ca *CA) Pool() *x509.CertPool {
 // missing, expire within 30 days, were signed by another CA, or do not cover
 // every requested name and IP (a node IP may change between starts).
 func (ca *CA) ServingCert(dir, name string, dnsNames []string, ips []net.IP) (certFile, keyFile string, err error) {
-	certFile, keyFile = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
-	if certPEM, err := os.ReadFile(certFile); err == nil {
-		if keyPEM, err := os.ReadFile(keyFile); err == nil {
-			if cert, _, err := parsePair(certPEM, keyPEM); err == nil && ca.covers(cert, dnsNames, ips) {
-				return certFile, keyFile, nil
-			}
-		}
-	}
-	tmpl := &x509.Certificate{
-		Subject:     pkix.Name{CommonName: name},
-		DNSNames:    dnsNames,
-		IPAddresses: ips,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	certPEM, keyPEM, err := ca.issue(tmpl)
+	_, _, err = ca.keptPair(dir, name, func(cert *x509.Certificate) bool { return ca.covers(cert, dnsNames, ips) },
+		func() ([]byte, []byte, error) {
+			return ca.issue(&x509.Certificate{
+				Subject:     pkix.Name{CommonName: name},
+				DNSNames:    dnsNames,
+				IPAddresses: ips,
+				ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+			})
+		})
 	if err != nil {
 		return "", "", err
 	}
-	if err := WriteFile(keyFile, keyPEM, 0o600); err != nil {
-		return "", "", err
-	}
-	return certFile, keyFile, WriteFile(certFile, certPEM, 0o644)
+	return filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key"), nil
 }
 
 func (ca *CA) covers(cert *x509.Certificate, dnsNames []string, ips []net.IP) bool {
@@ -178,16 +169,25 @@ func (ca *CA) covers(cert *x509.Certificate, dnsNames []string, ips []net.IP) bo
 // certificate, kept across restarts as kube-apiserver's
 // --proxy-client-cert-file).
 func (ca *CA) ClientCertFile(dir, name, user string, groups []string) (certPEM, keyPEM []byte, err error) {
+	return ca.keptPair(dir, name, func(cert *x509.Certificate) bool {
+		return ca.covers(cert, nil, nil) && cert.Subject.CommonName == user && slices.Equal(cert.Subject.Organization, groups)
+	}, func() ([]byte, []byte, error) { return ca.ClientCert(user, groups) })
+}
+
+// keptPair returns the pair kept in dir/<name>.crt and .key if it parses
+// and fits, else a pair from issue, written there (the key first, so a
+// certificate on disk always has its key).
+func (ca *CA) keptPair(dir, name string, fits func(*x509.Certificate) bool, issue func() (certPEM, keyPEM []byte, err error)) ([]byte, []byte, error) {
 	certFile, keyFile := filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
 	if certPEM, err := os.ReadFile(certFile); err == nil {
 		if keyPEM, err := os.ReadFile(keyFile); err == nil {
-			if cert, _, err := parsePair(certPEM, keyPEM); err == nil && ca.covers(cert, nil, nil) &&
-				cert.Subject.CommonName == user && slices.Equal(cert.Subject.Organization, groups) {
+			if cert, _, err := parsePair(certPEM, keyPEM); err == nil && fits(cert) {
 				return certPEM, keyPEM, nil
 			}
 		}
 	}
-	if certPEM, keyPEM, err = ca.ClientCert(user, groups); err != nil {
+	certPEM, keyPEM, err := issue()
+	if err != nil {
 		return nil, nil, err
 	}
 	if err := WriteFile(keyFile, keyPEM, 0o600); err != nil {
