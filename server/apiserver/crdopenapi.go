@@ -17,6 +17,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/kube-openapi/pkg/spec3"
 
 	"github.com/kelp-project/kelp/server/apiserver/openapi"
@@ -57,13 +58,44 @@ type crdOpenAPI struct {
 	// served is every CRD served now, by name, for /openapi/v2, whose one
 	// document holds them all (crdopenapiv2.go); v2 is that document,
 	// dropped when a CRD changes and built again on the next request.
-	served map[string]*apiextensionsv1.CustomResourceDefinition
+	served map[string]*servedCRD
 	v2     *crdOpenAPIV2
+}
+
+// servedCRD is a served CRD as crdOpenAPI keeps it: what names it in a
+// document's hash, and its bytes (registry.Custom.Encoded, shared with
+// its write path) to build documents from when they are asked for.
+type servedCRD struct {
+	uid             types.UID
+	resourceVersion string
+	encoded         []byte
+}
+
+func newServedCRD(crd *apiextensionsv1.CustomResourceDefinition, encoded []byte) *servedCRD {
+	return &servedCRD{uid: crd.UID, resourceVersion: crd.ResourceVersion, encoded: encoded}
+}
+
+// decodeServed decodes the CRDs a document is built from, in name order.
+func decodeServed(served map[string]*servedCRD) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	names := make([]string, 0, len(served))
+	for name := range served {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	crds := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(names))
+	for _, name := range names {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := crd.Unmarshal(served[name].encoded); err != nil {
+			return nil, fmt.Errorf("CRD %s: %w", name, err)
+		}
+		crds = append(crds, crd)
+	}
+	return crds, nil
 }
 
 type crdOpenAPIDoc struct {
 	key  string
-	crds map[string]*apiextensionsv1.CustomResourceDefinition
+	crds map[string]*servedCRD
 	hash string
 	data []byte // nil until built, or once evicted
 	elem *list.Element
@@ -71,12 +103,12 @@ type crdOpenAPIDoc struct {
 
 func newCRDOpenAPI() *crdOpenAPI {
 	return &crdOpenAPI{gvs: map[string]*crdOpenAPIDoc{}, keys: map[string][]string{}, budget: crdOpenAPIBudget,
-		served: map[string]*apiextensionsv1.CustomResourceDefinition{}}
+		served: map[string]*servedCRD{}}
 }
 
-// crdChanged records that a CRD is served as crd now (nil: no longer).
-// crd is not modified afterwards (it is the watch cache's object).
-func (o *crdOpenAPI) crdChanged(name string, crd *apiextensionsv1.CustomResourceDefinition) {
+// crdChanged records that a CRD is served as crd now (nil: no longer);
+// encoded is crd's bytes, what documents are built from.
+func (o *crdOpenAPI) crdChanged(name string, crd *apiextensionsv1.CustomResourceDefinition, encoded []byte) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	dirty := map[string]bool{}
@@ -88,7 +120,8 @@ func (o *crdOpenAPI) crdChanged(name string, crd *apiextensionsv1.CustomResource
 	delete(o.served, name)
 	o.v2 = nil
 	if crd != nil {
-		o.served[name] = crd
+		served := newServedCRD(crd, encoded)
+		o.served[name] = served
 		for _, v := range crd.Spec.Versions {
 			if !v.Served {
 				continue
@@ -96,10 +129,10 @@ func (o *crdOpenAPI) crdChanged(name string, crd *apiextensionsv1.CustomResource
 			key := "apis/" + crd.Spec.Group + "/" + v.Name
 			d := o.gvs[key]
 			if d == nil {
-				d = &crdOpenAPIDoc{key: key, crds: map[string]*apiextensionsv1.CustomResourceDefinition{}}
+				d = &crdOpenAPIDoc{key: key, crds: map[string]*servedCRD{}}
 				o.gvs[key] = d
 			}
-			d.crds[name] = crd
+			d.crds[name] = served
 			o.keys[name] = append(o.keys[name], key)
 			dirty[key] = true
 		}
@@ -117,7 +150,7 @@ func (o *crdOpenAPI) crdChanged(name string, crd *apiextensionsv1.CustomResource
 }
 
 // inputHash names the CRDs a document is built from, at their versions.
-func inputHash(crds map[string]*apiextensionsv1.CustomResourceDefinition) string {
+func inputHash(crds map[string]*servedCRD) string {
 	names := make([]string, 0, len(crds))
 	for name := range crds {
 		names = append(names, name)
@@ -125,7 +158,7 @@ func inputHash(crds map[string]*apiextensionsv1.CustomResourceDefinition) string
 	sort.Strings(names)
 	h := sha512.New()
 	for _, name := range names {
-		fmt.Fprintf(h, "%s/%s/%s\n", name, crds[name].UID, crds[name].ResourceVersion)
+		fmt.Fprintf(h, "%s/%s/%s\n", name, crds[name].uid, crds[name].resourceVersion)
 	}
 	return fmt.Sprintf("%X", h.Sum(nil))
 }
@@ -154,11 +187,11 @@ func (o *crdOpenAPI) document(key string) (data []byte, hash string, ok bool, er
 		return data, hash, ok, nil
 	}
 	hash = d.hash
-	crds := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(d.crds))
-	for _, crd := range d.crds {
-		crds = append(crds, crd)
-	}
+	crds, err := decodeServed(d.crds)
 	o.mu.Unlock()
+	if err != nil {
+		return nil, "", true, err
+	}
 	if data, err = buildGroupVersionDoc(key, crds); err != nil {
 		return nil, "", true, err
 	}
@@ -192,9 +225,8 @@ func (o *crdOpenAPI) kept(key string) (data []byte, hash string, ok, built bool)
 }
 
 // buildGroupVersionDoc merges the documents of the CRDs' versions served
-// at key.
+// at key; crds are in name order.
 func buildGroupVersionDoc(key string, crds []*apiextensionsv1.CustomResourceDefinition) ([]byte, error) {
-	sort.Slice(crds, func(i, j int) bool { return crds[i].Name < crds[j].Name })
 	var specs []*spec3.OpenAPI
 	for _, crd := range crds {
 		for _, v := range crd.Spec.Versions {

@@ -94,8 +94,8 @@ func TestCRDOpenAPIBuiltOnRequest(t *testing.T) {
 	if _, ok := getOpenAPI(t, o, "/openapi/v3"); ok {
 		t.Fatal("with no CRDs the built-in index answers alone")
 	}
-	o.crdChanged("widgets.example.com", openAPICRD("widgets", "Widget", "10"))
-	o.crdChanged("gadgets.example.com", openAPICRD("gadgets", "Gadget", "11"))
+	crdChangedTo(t, o, "widgets.example.com", openAPICRD("widgets", "Widget", "10"))
+	crdChangedTo(t, o, "gadgets.example.com", openAPICRD("gadgets", "Gadget", "11"))
 	urls := indexURLs(t, o)
 	first := urls["apis/example.com/v1"]
 	if urls["api/v1"] == "" || !strings.HasPrefix(first, "/openapi/v3/apis/example.com/v1?hash=") {
@@ -117,7 +117,7 @@ func TestCRDOpenAPIBuiltOnRequest(t *testing.T) {
 		t.Errorf("a hashed URL is immutable; Cache-Control %q", rec.Header().Get("Cache-Control"))
 	}
 
-	o.crdChanged("gadgets.example.com", openAPICRD("gadgets", "Gadget", "12"))
+	crdChangedTo(t, o, "gadgets.example.com", openAPICRD("gadgets", "Gadget", "12"))
 	second := indexURLs(t, o)["apis/example.com/v1"]
 	if second == first {
 		t.Fatal("a changed CRD kept its group-version's hash")
@@ -126,12 +126,12 @@ func TestCRDOpenAPIBuiltOnRequest(t *testing.T) {
 		t.Errorf("the old hash: %d to %q, want 301 to %q", rec.Code, rec.Header().Get("Location"), second)
 	}
 
-	o.crdChanged("widgets.example.com", nil)
+	o.crdChanged("widgets.example.com", nil, nil)
 	rec, _ = getOpenAPI(t, o, indexURLs(t, o)["apis/example.com/v1"])
 	if strings.Contains(rec.Body.String(), "/widgets") || !strings.Contains(rec.Body.String(), "/gadgets") {
 		t.Errorf("after widgets went, the document still has them or lost gadgets")
 	}
-	o.crdChanged("gadgets.example.com", nil)
+	o.crdChanged("gadgets.example.com", nil, nil)
 	if _, ok := getOpenAPI(t, o, "/openapi/v3"); ok {
 		t.Error("with no CRD left the index is not the built-in one")
 	}
@@ -154,7 +154,7 @@ func TestCRDOpenAPIIndexRevalidatedAfterFirstCRD(t *testing.T) {
 	}
 
 	o := newCRDOpenAPI()
-	o.crdChanged("widgets.example.com", openAPICRD("widgets", "Widget", "10"))
+	crdChangedTo(t, o, "widgets.example.com", openAPICRD("widgets", "Widget", "10"))
 	req := httptest.NewRequest(http.MethodGet, "/openapi/v3", nil)
 	req.Header.Set("If-None-Match", etag)
 	req.Header.Set("If-Modified-Since", modified)
@@ -189,7 +189,7 @@ func TestCRDOpenAPIKeepsWithinItsBudget(t *testing.T) {
 	for _, g := range []string{"a", "b", "c"} {
 		crd := openAPICRD("things", "Thing", "1")
 		crd.Name, crd.Spec.Group = "things."+g+".example.com", g+".example.com"
-		o.crdChanged(crd.Name, crd)
+		crdChangedTo(t, o, crd.Name, crd)
 	}
 	rec, _ := getOpenAPI(t, o, "/openapi/v3/apis/a.example.com/v1")
 	o.budget = rec.Body.Len() * 2 // room for two
@@ -208,4 +208,15 @@ func TestCRDOpenAPIKeepsWithinItsBudget(t *testing.T) {
 	if rec, _ := getOpenAPI(t, o, "/openapi/v3/apis/b.example.com/v1"); !strings.Contains(rec.Body.String(), "/apis/b.example.com/v1/") {
 		t.Error("a dropped document was not built again")
 	}
+}
+
+// crdChangedTo tells o that crd is served now, with its bytes, as
+// crdServing does.
+func crdChangedTo(t testing.TB, o *crdOpenAPI, name string, crd *apiextensionsv1.CustomResourceDefinition) {
+	t.Helper()
+	encoded, err := crd.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.crdChanged(name, crd, encoded)
 }

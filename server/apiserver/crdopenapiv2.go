@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sort"
 
 	"github.com/sirupsen/logrus"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -84,11 +83,11 @@ func (o *crdOpenAPI) v2Document(ctx context.Context, builtin builtinOpenAPI) (*o
 	}
 	o.mu.Lock()
 	hash := inputHash(o.served)
-	crds := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(o.served))
-	for _, crd := range o.served {
-		crds = append(crds, crd)
-	}
+	crds, err := decodeServed(o.served)
 	o.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	if len(crds) == 0 {
 		return static, nil // all went meanwhile
 	}
@@ -122,9 +121,8 @@ func (o *crdOpenAPI) keptV2() *openapi.V2Document {
 // buildV2WithCRDs merges the CRDs' served versions into the built-in
 // Swagger 2.0 document (JSON), as upstream's openapi controller does; a
 // CRD whose spec cannot be built is left out (upstream skips it too) and
-// logged.
+// logged. crds are in name order.
 func buildV2WithCRDs(static []byte, crds []*apiextensionsv1.CustomResourceDefinition) ([]byte, error) {
-	sort.Slice(crds, func(i, j int) bool { return crds[i].Name < crds[j].Name })
 	specs := make([]*spec.Swagger, 0, len(crds))
 	for _, crd := range crds {
 		s, err := crdV2Spec(crd)

@@ -87,8 +87,8 @@ func TestCRDOpenAPIV2(t *testing.T) {
 	if _, ok := getV2(t, o, "", ""); ok {
 		t.Fatal("with no CRDs the built-in /openapi/v2 answers alone")
 	}
-	o.crdChanged("widgets.example.com", widgetCRD("10", "v1"))
-	o.crdChanged("gadgets.example.com", openAPICRD("gadgets", "Gadget", "11"))
+	crdChangedTo(t, o, "widgets.example.com", widgetCRD("10", "v1"))
+	crdChangedTo(t, o, "gadgets.example.com", openAPICRD("gadgets", "Gadget", "11"))
 	if o.keptV2() != nil {
 		t.Fatal("a CRD event built the v2 document")
 	}
@@ -163,7 +163,7 @@ func TestCRDOpenAPIV2(t *testing.T) {
 	}
 
 	// A new version.
-	o.crdChanged("widgets.example.com", widgetCRD("12", "v1", "v2"))
+	crdChangedTo(t, o, "widgets.example.com", widgetCRD("12", "v1", "v2"))
 	if o.keptV2() != nil {
 		t.Fatal("a changed CRD kept the old document")
 	}
@@ -183,7 +183,7 @@ func TestCRDOpenAPIV2(t *testing.T) {
 	}
 
 	// A deleted CRD.
-	o.crdChanged("widgets.example.com", nil)
+	o.crdChanged("widgets.example.com", nil, nil)
 	doc = decodeV2(t, mustGetV2(t, o))
 	for name := range doc.Definitions {
 		if strings.Contains(name, "Widget") {
@@ -198,7 +198,7 @@ func TestCRDOpenAPIV2(t *testing.T) {
 	if _, ok := doc.Definitions["com.example.v1.Gadget"]; !ok {
 		t.Error("gadgets went with widgets")
 	}
-	o.crdChanged("gadgets.example.com", nil)
+	o.crdChanged("gadgets.example.com", nil, nil)
 	if _, ok := getV2(t, o, "", ""); ok {
 		t.Error("with no CRD left, /openapi/v2 is not the built-in one")
 	}
@@ -217,10 +217,10 @@ func mustGetV2(t *testing.T, o *crdOpenAPI) *httptest.ResponseRecorder {
 // properties of its own, next to the others.
 func TestCRDOpenAPIV2WithoutSchema(t *testing.T) {
 	o := newCRDOpenAPI()
-	o.crdChanged("gadgets.example.com", openAPICRD("gadgets", "Gadget", "1"))
+	crdChangedTo(t, o, "gadgets.example.com", openAPICRD("gadgets", "Gadget", "1"))
 	noSchema := openAPICRD("widgets", "Widget", "2")
 	noSchema.Spec.Versions[0].Schema = nil
-	o.crdChanged("widgets.example.com", noSchema)
+	crdChangedTo(t, o, "widgets.example.com", noSchema)
 	doc := decodeV2(t, mustGetV2(t, o))
 	for _, name := range []string{"com.example.v1.Gadget", "com.example.v1.Widget"} {
 		if _, ok := doc.Definitions[name]; !ok {
@@ -239,14 +239,14 @@ func BenchmarkCRDOpenAPIV2Build(b *testing.B) {
 	o := newCRDOpenAPI()
 	for i := range 10 {
 		plural := "things" + strconv.Itoa(i)
-		o.crdChanged(plural+".example.com", openAPICRD(plural, "Thing"+strconv.Itoa(i), "1"))
+		crdChangedTo(b, o, plural+".example.com", openAPICRD(plural, "Thing"+strconv.Itoa(i), "1"))
 	}
 	if _, err := builtinIndex.V2(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
 	for i := range b.N {
-		o.crdChanged("things0.example.com", openAPICRD("things0", "Thing0", strconv.Itoa(i+2)))
+		crdChangedTo(b, o, "things0.example.com", openAPICRD("things0", "Thing0", strconv.Itoa(i+2)))
 		doc, err := o.v2Document(context.Background(), builtinIndex)
 		if err != nil {
 			b.Fatal(err)

@@ -220,7 +220,7 @@ func (c *crdServing) serve(crd *apiextensionsv1.CustomResourceDefinition, old *c
 		old.store.Stop()
 	}
 	c.served[crd.Name] = next
-	c.s.crdOpenAPI.crdChanged(crd.Name, crd)
+	c.s.crdOpenAPI.crdChanged(crd.Name, crd, resources[0].Custom.Encoded)
 	return nil
 }
 
@@ -240,7 +240,7 @@ func (c *crdServing) remove(name string) {
 		return nil
 	})
 	old.store.Stop()
-	c.s.crdOpenAPI.crdChanged(name, nil)
+	c.s.crdOpenAPI.crdChanged(name, nil, nil)
 }
 
 // establish sets the Established condition through the CRD's storage,

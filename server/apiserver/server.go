@@ -204,7 +204,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		st, err := storage.New(ctx, storage.Config{
 			Client: cfg.Etcd, Resource: r.GroupResource(), Prefix: r.Prefix(), Kind: r.GVK(),
-			NewFunc: r.New, Attrs: r.Attrs, Transformer: tr,
+			NewFunc: r.New, Attrs: r.Attrs, Transformer: tr, CacheEncoded: r.CacheEncoded,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("storage for %s: %w", r.GVR.Resource, err)

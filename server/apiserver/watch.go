@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kelp-project/kelp/server/apiserver/storage"
 )
 
 // defaultWatchTimeout is upstream's --min-request-timeout (1800 s),
@@ -49,7 +52,8 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, info requestInfo,
 		s.writeError(w, r, apierrors.NewInternalError(errNoFlush))
 		return
 	}
-	ctx := r.Context()
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
 	wi, werr := sv.store.Watch(ctx, o)
 	media := a.media
 	if a.as == "Table" {
@@ -71,24 +75,30 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, info requestInfo,
 	}
 	defer wi.Stop()
 	flusher.Flush()
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	for {
+	// A watch of the cache is read in this goroutine (storage.Puller);
+	// one a store converts (another version's, a webhook's) through its
+	// channel. Events are flushed when no other is ready.
+	next, pending := func() (watch.Event, bool) {
 		select {
 		case <-ctx.Done():
-			return
-		case <-timer.C:
-			return
+			return watch.Event{}, false
 		case ev, ok := <-wi.ResultChan():
-			if !ok {
-				return
-			}
-			if err := enc.write(ev); err != nil {
-				return
-			}
-			if len(wi.ResultChan()) == 0 {
-				flusher.Flush()
-			}
+			return ev, ok
+		}
+	}, func() bool { return len(wi.ResultChan()) > 0 }
+	if p, ok := wi.(storage.Puller); ok {
+		next, pending = func() (watch.Event, bool) { return p.Next(ctx) }, p.Pending
+	}
+	for {
+		ev, ok := next()
+		if !ok {
+			return
+		}
+		if err := enc.write(ev); err != nil {
+			return
+		}
+		if !pending() {
+			flusher.Flush()
 		}
 	}
 }

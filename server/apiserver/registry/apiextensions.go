@@ -31,6 +31,9 @@ func customResourceDefinitions() *Resource {
 		New:     func() runtime.Object { return &apiextensionsv1.CustomResourceDefinition{} },
 		NewList: func() runtime.Object { return &apiextensionsv1.CustomResourceDefinitionList{} },
 		Status:  true,
+		// A CRD is decoded only to be served: what serving keeps of it is
+		// its own (crdserving.go), so the cache need not hold it decoded.
+		CacheEncoded: true,
 		Strategy: withGenericTable(Strategy{
 			Default:              defaulter(defaults.CustomResourceDefinition),
 			Validate:             validator(validation.CustomResourceDefinition),

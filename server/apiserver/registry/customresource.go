@@ -45,6 +45,11 @@ type Custom struct {
 	// fieldValidation: custom objects decode without a Go type that
 	// would reject them.
 	Prune func(obj runtime.Object) []string
+	// Encoded is the CRD these resources were built from, as protobuf:
+	// what their write path and OpenAPI documents are built from when
+	// first asked for. Nothing serving needs keeps the CRD decoded (some
+	// 22 KB of small allocations a CRD, against 5 KB of bytes).
+	Encoded []byte
 }
 
 // CustomResources returns the resources a CRD serves, one per served
@@ -60,12 +65,16 @@ func CustomResources(crd *apiextensionsv1.CustomResourceDefinition) ([]*Resource
 	}
 	names := crd.Status.AcceptedNames
 	namespaced := crd.Spec.Scope == apiextensionsv1.NamespaceScoped
+	encoded, err := crd.Marshal()
+	if err != nil {
+		return nil, err
+	}
 	var out []*Resource
 	for _, v := range crd.Spec.Versions {
 		if !v.Served {
 			continue
 		}
-		r, err := customResource(crd, v, storageVersion, names, namespaced)
+		r, err := customResource(crd, encoded, v, storageVersion, names, namespaced)
 		if err != nil {
 			return nil, fmt.Errorf("%s version %s: %w", crd.Name, v.Name, err)
 		}
@@ -89,9 +98,13 @@ func CustomStorageDefaulter(crd *apiextensionsv1.CustomResourceDefinition, serve
 			return r.Default, nil
 		}
 	}
+	encoded, err := crd.Marshal()
+	if err != nil {
+		return nil, err
+	}
 	for _, v := range crd.Spec.Versions {
 		if v.Name == storageVersion {
-			r, err := customResource(crd, v, storageVersion, crd.Status.AcceptedNames, crd.Spec.Scope == apiextensionsv1.NamespaceScoped)
+			r, err := customResource(crd, encoded, v, storageVersion, crd.Status.AcceptedNames, crd.Spec.Scope == apiextensionsv1.NamespaceScoped)
 			if err != nil {
 				return nil, err
 			}
@@ -101,7 +114,10 @@ func CustomStorageDefaulter(crd *apiextensionsv1.CustomResourceDefinition, serve
 	return nil, fmt.Errorf("%s: no storage version", crd.Name)
 }
 
-func customResource(crd *apiextensionsv1.CustomResourceDefinition, v apiextensionsv1.CustomResourceDefinitionVersion,
+// customResource builds one served version's resource. Its closures keep
+// nothing of crd and v but what they name (the write path is built from
+// encoded, crd's bytes): the served table lives as long as the CRD does.
+func customResource(crd *apiextensionsv1.CustomResourceDefinition, encoded []byte, v apiextensionsv1.CustomResourceDefinitionVersion,
 	storageVersion string, names apiextensionsv1.CustomResourceDefinitionNames, namespaced bool) (*Resource, error) {
 	gvr := gvr(crd.Spec.Group, v.Name, names.Plural)
 	gvk := gvr.GroupVersion().WithKind(names.Kind)
@@ -147,18 +163,22 @@ func customResource(crd *apiextensionsv1.CustomResourceDefinition, v apiextensio
 	// Selectable fields need no schema: this strategy, without validators
 	// (and so without CEL), answers for them on every read.
 	attrs := customresource.NewStrategy(typer, namespaced, gvk, nil, nil, nil, status, scale, v.SelectableFields)
-	// The internal schema is converted again when the write path is
-	// built rather than kept: most CRDs' kinds see writes rarely, and it
-	// is some 7 KB a version.
+	// The write path is built from the CRD's bytes rather than kept: most
+	// CRDs' kinds see writes rarely, and it is some 250 KB a kind.
+	crdName, version, selectable := crd.Name, v.Name, v.SelectableFields
 	writer := newCustomWriter(func() *customWrite {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := crd.Unmarshal(encoded); err != nil {
+			return invalidWrite(crdName, err)
+		}
 		var props *apiextensions.JSONSchemaProps
-		if val != nil {
+		if val, _ := apihelpers.GetSchemaForVersion(crd, version); val != nil {
 			internal := &apiextensions.CustomResourceValidation{}
-			// It converted above.
+			// It converted when the resource was built.
 			_ = apiextensionsv1.Convert_v1_CustomResourceValidation_To_apiextensions_CustomResourceValidation(val, internal, nil)
 			props = internal.OpenAPIV3Schema
 		}
-		return buildCustomWrite(crd, typer, namespaced, gvk, props, structural, status, scale, v.SelectableFields)
+		return buildCustomWrite(crd, typer, namespaced, gvk, props, structural, status, scale, selectable)
 	})
 
 	columns := v.AdditionalPrinterColumns
@@ -197,6 +217,7 @@ func customResource(crd *apiextensionsv1.CustomResourceDefinition, v apiextensio
 		Custom: &Custom{CRD: crd.Name, UID: crd.UID, StorageVersion: storageVersion,
 			Terminating:   apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Terminating),
 			TypeConverter: writerTypeConverter{writer},
+			Encoded:       encoded,
 			Prune: func(obj runtime.Object) []string {
 				u, ok := obj.(*unstructured.Unstructured)
 				if !ok || structural == nil || preserve {
@@ -262,17 +283,7 @@ func buildCustomWrite(crd *apiextensionsv1.CustomResourceDefinition, typer runti
 		}
 	}
 	if err != nil {
-		// The CRD's schema was checked when it was written: this is a
-		// bug, and its objects cannot be validated.
-		invalid := func() field.ErrorList {
-			return field.ErrorList{field.InternalError(nil, fmt.Errorf("CRD %s: schema validator: %w", crd.Name, err))}
-		}
-		return &customWrite{
-			validate:       func(runtime.Object) field.ErrorList { return invalid() },
-			validateUpdate: func(_, _ runtime.Object) field.ErrorList { return invalid() },
-			validateStatus: func(_, _ runtime.Object) field.ErrorList { return invalid() },
-			typeConverter:  managedfields.NewDeducedTypeConverter(),
-		}
+		return invalidWrite(crd.Name, fmt.Errorf("schema validator: %w", err))
 	}
 	strategy := customresource.NewStrategy(typer, namespaced, gvk, validator, statusValidator, structural, status, scale, selectable)
 	statusStrategy := customresource.NewStatusStrategy(strategy)
@@ -289,6 +300,21 @@ func buildCustomWrite(crd *apiextensionsv1.CustomResourceDefinition, typer runti
 			return statusStrategy.ValidateUpdate(context.Background(), obj, old)
 		},
 		typeConverter: tc,
+	}
+}
+
+// invalidWrite is the write path of a kind whose CRD cannot be built
+// into one. The CRD was checked when it was written: this is a bug, and
+// its objects cannot be validated.
+func invalidWrite(crdName string, err error) *customWrite {
+	invalid := func() field.ErrorList {
+		return field.ErrorList{field.InternalError(nil, fmt.Errorf("CRD %s: %w", crdName, err))}
+	}
+	return &customWrite{
+		validate:       func(runtime.Object) field.ErrorList { return invalid() },
+		validateUpdate: func(_, _ runtime.Object) field.ErrorList { return invalid() },
+		validateStatus: func(_, _ runtime.Object) field.ErrorList { return invalid() },
+		typeConverter:  managedfields.NewDeducedTypeConverter(),
 	}
 }
 

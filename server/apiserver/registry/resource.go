@@ -52,6 +52,9 @@ type Resource struct {
 	Verbs []string
 	// StoragePrefix overrides /registry/<resource>/.
 	StoragePrefix string
+	// CacheEncoded: the watch cache keeps this kind's objects as stored
+	// bytes (storage.Config.CacheEncoded).
+	CacheEncoded bool
 	// KeepStatusOnCreate: status written on create is stored (nodes and
 	// events-like kinds); otherwise status starts empty, as upstream.
 	KeepStatusOnCreate bool

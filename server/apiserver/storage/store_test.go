@@ -20,7 +20,7 @@ import (
 	"github.com/kelp-project/kelp/embedded/etcd"
 )
 
-func newTestStore(t *testing.T) (*Store, *etcd.Etcd) {
+func newTestStore(t *testing.T, configure ...func(*Config)) (*Store, *etcd.Etcd) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	e, err := etcd.Start(ctx, t.TempDir())
@@ -31,8 +31,12 @@ func newTestStore(t *testing.T) (*Store, *etcd.Etcd) {
 		p := obj.(*corev1.Pod)
 		return p.Labels, fields.Set{"metadata.name": p.Name, "spec.nodeName": p.Spec.NodeName}, nil
 	}
-	s, err := New(ctx, Config{Client: e.Client, Resource: schema.GroupResource{Resource: "pods"}, Prefix: "/registry/pods/",
-		Kind: corev1.SchemeGroupVersion.WithKind("Pod"), NewFunc: func() runtime.Object { return &corev1.Pod{} }, Attrs: attrs, CacheWindow: 8})
+	cfg := Config{Client: e.Client, Resource: schema.GroupResource{Resource: "pods"}, Prefix: "/registry/pods/",
+		Kind: corev1.SchemeGroupVersion.WithKind("Pod"), NewFunc: func() runtime.Object { return &corev1.Pod{} }, Attrs: attrs, CacheWindow: 8}
+	for _, f := range configure {
+		f(&cfg)
+	}
+	s, err := New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,11 +70,14 @@ type cacheEvent struct {
 // Invariant: objects is the state of the prefix at revision rv, and window
 // holds every change in (oldest, rv].
 type watchCache struct {
-	s        *Store
-	mu       sync.RWMutex
-	rv       int64
-	oldest   int64
-	objects  map[string]runtime.Object
+	s       *Store
+	mu      sync.RWMutex
+	rv      int64
+	oldest  int64
+	objects map[string]runtime.Object
+	// encoded holds the current objects instead of objects when the store
+	// keeps them encoded (Config.CacheEncoded).
+	encoded  map[string]storedValue
 	window   []cacheEvent // ring buffer, grown up to capacity
 	capacity int
 	start    int
@@ -82,6 +85,12 @@ type watchCache struct {
 	watchers map[*cacheWatcher]struct{}
 	advanced chan struct{} // closed and replaced whenever rv moves
 	wctx     context.Context
+}
+
+// storedValue is an object as etcd holds it, at its mod revision.
+type storedValue struct {
+	raw []byte
+	rv  int64
 }
 
 func newWatchCache(ctx context.Context, s *Store, capacity int) (*watchCache, error) {
@@ -124,7 +133,12 @@ func (c *watchCache) relist(ctx context.Context) error {
 		return etcdErr(err)
 	}
 	objects := make(map[string]runtime.Object, len(resp.Kvs))
+	encoded := map[string]storedValue{}
 	for _, kv := range resp.Kvs {
+		if c.s.cacheEncoded {
+			encoded[string(kv.Key)] = storedValue{raw: bytes.Clone(kv.Value), rv: kv.ModRevision}
+			continue
+		}
 		obj, _, _, err := c.s.decodeStored(ctx, kv.Value, string(kv.Key), kv.ModRevision)
 		if err != nil {
 			logrus.WithError(err).Warnf("watch cache: skipping undecodable %s", kv.Key)
@@ -134,7 +148,7 @@ func (c *watchCache) relist(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.objects = objects
+	c.objects, c.encoded = objects, encoded
 	c.rv = resp.Header.Revision
 	c.oldest = resp.Header.Revision
 	c.start, c.count = 0, 0
@@ -203,11 +217,33 @@ func RequestProgress(ctx context.Context, client *clientv3.Client) {
 	}
 }
 
+// getLocked returns the current object at key: the cache's own, or a
+// fresh decoding of its stored bytes if the store keeps them encoded (an
+// object that does not decode is reported and treated as absent; a read
+// from etcd gives its error).
+func (c *watchCache) getLocked(key string) (runtime.Object, bool) {
+	if !c.s.cacheEncoded {
+		obj, ok := c.objects[key]
+		return obj, ok
+	}
+	v, ok := c.encoded[key]
+	if !ok {
+		return nil, false
+	}
+	obj, _, _, err := c.s.decodeStored(c.wctx, v.raw, key, v.rv)
+	if err != nil {
+		logrus.WithError(err).Warnf("watch cache: cannot decode %s", key)
+		return nil, false
+	}
+	return obj, true
+}
+
 // current returns the cached object at key if it is the one of revision
 // rev: an event's previous value is, almost always, the object the cache
 // holds, and sharing it rather than decoding the previous value again
 // halves what the window holds (each event kept two decoded objects, the
-// previous one a copy of the last event's).
+// previous one a copy of the last event's). A cache that keeps objects
+// encoded has none to share.
 func (c *watchCache) current(key string, rev int64) runtime.Object {
 	c.mu.RLock()
 	obj := c.objects[key]
@@ -259,14 +295,22 @@ func (c *watchCache) apply(ev *clientv3.Event) {
 			ce.prev = nil
 			kept.prevRaw = nil
 		}
-		kept.obj = ce.obj
+		if c.s.cacheEncoded {
+			kept.raw = bytes.Clone(ev.Kv.Value)
+		} else {
+			kept.obj = ce.obj
+		}
 	}
 	kept.typ = ce.typ
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if ce.typ == watch.Deleted {
+	switch {
+	case ce.typ == watch.Deleted:
 		delete(c.objects, key)
-	} else {
+		delete(c.encoded, key)
+	case c.s.cacheEncoded:
+		c.encoded[key] = storedValue{raw: kept.raw, rv: rev}
+	default:
 		c.objects[key] = ce.obj
 	}
 	if kept.prevRaw != nil {
@@ -420,8 +464,13 @@ func (c *watchCache) list(ctx context.Context, rv int64, namespace string, pred 
 
 func (c *watchCache) snapshotLocked(namespace string, pred Predicate) []runtime.Object {
 	scope := c.s.scope(namespace)
-	keys := make([]string, 0, len(c.objects))
+	keys := make([]string, 0, len(c.objects)+len(c.encoded))
 	for k := range c.objects {
+		if strings.HasPrefix(k, scope) {
+			keys = append(keys, k)
+		}
+	}
+	for k := range c.encoded {
 		if strings.HasPrefix(k, scope) {
 			keys = append(keys, k)
 		}
@@ -429,7 +478,7 @@ func (c *watchCache) snapshotLocked(namespace string, pred Predicate) []runtime.
 	sort.Strings(keys)
 	items := make([]runtime.Object, 0, len(keys))
 	for _, k := range keys {
-		if obj := c.objects[k]; pred.Matches(obj) {
+		if obj, ok := c.getLocked(k); ok && pred.Matches(obj) {
 			items = append(items, obj)
 		}
 	}
@@ -491,7 +540,7 @@ func (c *watchCache) watch(ctx context.Context, o ListOptions) (watch.Interface,
 		}
 	}
 	c.watchers[w] = struct{}{}
-	go w.run(ctx)
+	w.ctx = ctx
 	return w, nil
 }
 
@@ -501,17 +550,37 @@ func (c *watchCache) remove(w *cacheWatcher) {
 	c.mu.Unlock()
 }
 
+// Puller is a watch whose events are read by calling Next, without a
+// goroutine of its own between the cache and the reader. The API
+// server's watch handler reads so: a cluster's hundreds of watches (the
+// garbage collector's, one per resource) each cost a goroutine less.
+type Puller interface {
+	watch.Interface
+	// Next waits for the next event until ctx ends; false once the
+	// watch has ended (stopped, too slow, or its cache gone).
+	Next(ctx context.Context) (watch.Event, bool)
+	// Pending says whether Next has an event at once.
+	Pending() bool
+}
+
 // cacheWatcher is one client watch. The cache hands it events without
-// blocking; its own goroutine filters them and feeds the client.
+// blocking; its reader filters them as it takes them (Next), or a
+// goroutine does for a reader of ResultChan.
 type cacheWatcher struct {
 	mu     sync.Mutex
 	queue  []cacheEvent  // under mu; at most watcherBuffer
 	closed bool          // under mu: no more events (too slow, or stopped)
 	wake   chan struct{} // signalled when queue or closed changes
 
-	out         chan watch.Event
-	done        chan struct{}
-	stopOnce    sync.Once
+	out      chan watch.Event
+	done     chan struct{}
+	stopOnce sync.Once
+	runOnce  sync.Once       // starts run, for a reader of ResultChan
+	ctx      context.Context // the watch request's
+	// The reader's: events taken from queue and not yet filtered, and
+	// whether the watcher ended after them.
+	taken       []cacheEvent
+	ended       bool
 	scope       string
 	pred        Predicate
 	bookmarks   bool
@@ -569,7 +638,12 @@ func (w *cacheWatcher) Stop() {
 	})
 }
 
-func (w *cacheWatcher) ResultChan() <-chan watch.Event { return w.out }
+// ResultChan is the events, fed by a goroutine started on the first call.
+// A reader uses either this or Next.
+func (w *cacheWatcher) ResultChan() <-chan watch.Event {
+	w.runOnce.Do(func() { go w.run(w.ctx) })
+	return w.out
+}
 
 func (w *cacheWatcher) emit(ev watch.Event) bool {
 	select {
@@ -593,33 +667,58 @@ func (w *cacheWatcher) bookmark(rv int64, annotate bool) watch.Event {
 func (w *cacheWatcher) run(ctx context.Context) {
 	defer close(w.out)
 	defer w.Stop()
-	for _, obj := range w.initial {
-		if !w.emit(watch.Event{Type: watch.Added, Object: obj}) {
+	for {
+		ev, ok := w.Next(ctx)
+		if !ok || !w.emit(ev) {
 			return
 		}
 	}
-	w.initial = nil
-	if w.endBookmark && !w.emit(w.bookmark(w.initialRV, true)) {
-		return
-	}
+}
+
+// Next returns the initial events, then the bookmark that ends them if
+// asked for, then the changes the watcher's filter lets through. One
+// reader at a time.
+func (w *cacheWatcher) Next(ctx context.Context) (watch.Event, bool) {
 	for {
+		if len(w.initial) > 0 {
+			obj := w.initial[0]
+			w.initial[0], w.initial = nil, w.initial[1:]
+			return watch.Event{Type: watch.Added, Object: obj}, true
+		}
+		if w.endBookmark {
+			w.endBookmark = false
+			return w.bookmark(w.initialRV, true), true
+		}
+		for len(w.taken) > 0 {
+			ev := w.taken[0]
+			w.taken[0], w.taken = cacheEvent{}, w.taken[1:]
+			if out, ok := w.filter(ev); ok {
+				return out, true
+			}
+		}
+		if w.ended {
+			return watch.Event{}, false
+		}
 		select {
 		case <-ctx.Done():
-			return
+			return watch.Event{}, false
 		case <-w.done:
-			return
+			return watch.Event{}, false
 		case <-w.wake:
-			evs, closed := w.take()
-			for _, ev := range evs {
-				if out, ok := w.filter(ev); ok && !w.emit(out) {
-					return
-				}
-			}
-			if closed {
-				return
-			}
+			w.taken, w.ended = w.take()
 		}
 	}
+}
+
+// Pending is true if Next has an event without waiting (one that its
+// filter may yet drop).
+func (w *cacheWatcher) Pending() bool {
+	if len(w.initial) > 0 || w.endBookmark || len(w.taken) > 0 {
+		return true
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.queue) > 0
 }
 
 // filter turns a storage change into what this watcher sees: an object

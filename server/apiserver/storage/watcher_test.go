@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	goruntime "runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -160,4 +161,182 @@ func mustRV(t *testing.T, rv string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// A store that keeps its cache encoded holds no decoded object, and
+// serves the same reads and watches as one that does.
+func TestCacheEncodedHoldsBytesAndServesTheSame(t *testing.T) {
+	s, _ := newTestStore(t, func(c *Config) { c.CacheEncoded = true })
+	ctx := context.Background()
+	sel := fields.OneTermEqualSelector("spec.nodeName", "n1")
+	pred := Predicate{Field: sel, Attrs: s.attrs}
+	key := s.Key("ns", "a")
+	created, err := s.Create(ctx, key, pod("a", "n1"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := mustRV(t, created.(*corev1.Pod).ResourceVersion) - 1
+	if _, err := s.Create(ctx, s.Key("ns", "b"), pod("b", "n2"), false); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Update(ctx, key, func(cur runtime.Object) (runtime.Object, error) {
+		p := cur.(*corev1.Pod).DeepCopy()
+		p.Spec.NodeName = "n2"
+		return p, nil
+	}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Delete(ctx, s.Key("ns", "b"), nil, false); err != nil {
+		t.Fatal(err)
+	}
+	last := s.CurrentRV()
+	for deadline := time.Now().Add(5 * time.Second); s.CurrentRV() == last && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		res, err := s.List(ctx, ListOptions{ResourceVersion: "0"})
+		if err == nil && len(res.Items) == 1 {
+			break
+		}
+	}
+	c := s.cache
+	c.mu.RLock()
+	nObjects, nEncoded := len(c.objects), len(c.encoded)
+	var decodedInWindow int
+	for i := 0; i < c.count; i++ {
+		if ev := c.window[(c.start+i)%len(c.window)]; ev.obj != nil || ev.prev != nil {
+			decodedInWindow++
+		}
+	}
+	c.mu.RUnlock()
+	if nObjects != 0 || nEncoded != 1 || decodedInWindow != 0 {
+		t.Fatalf("the cache holds %d decoded objects, %d encoded, and %d decoded in its window; want 0, 1, 0", nObjects, nEncoded, decodedInWindow)
+	}
+
+	// Reads decode: each a fresh object, current.
+	one, ok1 := s.Cached(key)
+	two, ok2 := s.Cached(key)
+	if !ok1 || !ok2 || one == two || one.(*corev1.Pod).Spec.NodeName != "n2" {
+		t.Fatalf("Cached gave %v %v (same object: %v)", one, two, one == two)
+	}
+	if _, ok := s.Cached(s.Key("ns", "b")); ok {
+		t.Fatal("a deleted object is still cached")
+	}
+	res, err := s.List(ctx, ListOptions{ResourceVersion: "0", Predicate: Predicate{Field: fields.OneTermEqualSelector("spec.nodeName", "n2"), Attrs: s.attrs}})
+	if err != nil || len(res.Items) != 1 || res.Items[0].(*corev1.Pod).Name != "a" {
+		t.Fatalf("cache list by field: %v %+v", err, res)
+	}
+
+	// A watch from before the first create replays the window, with the
+	// selector's transitions known from the stored previous values.
+	w, err := s.Watch(ctx, ListOptions{ResourceVersion: strconv.Itoa(from), Predicate: pred})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	all, err := s.Watch(ctx, ListOptions{ResourceVersion: strconv.Itoa(from)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer all.Stop()
+	next := func(w watch.Interface, typ watch.EventType, name, node string) {
+		t.Helper()
+		select {
+		case ev := <-w.ResultChan():
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok || ev.Type != typ || p.Name != name || p.Spec.NodeName != node {
+				t.Fatalf("got %s %+v, want %s of %s on %q", ev.Type, ev.Object, typ, name, node)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no %s event", typ)
+		}
+	}
+	next(w, watch.Added, "a", "n1")
+	next(w, watch.Deleted, "a", "n2")
+	next(all, watch.Added, "a", "n1")
+	next(all, watch.Added, "b", "n2")
+	next(all, watch.Modified, "a", "n2")
+	next(all, watch.Deleted, "b", "n2")
+
+	// Initial events of a new watch, and live events after them.
+	fresh, err := s.Watch(ctx, ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Stop()
+	next(fresh, watch.Added, "a", "n2")
+	if _, err := s.Create(ctx, s.Key("ns", "c"), pod("c", "n1"), false); err != nil {
+		t.Fatal(err)
+	}
+	next(fresh, watch.Added, "c", "n1")
+	next(w, watch.Added, "c", "n1")
+}
+
+// A watch read with Next gets what a reader of ResultChan gets (initial
+// events, the bookmark that ends them, then changes) without a goroutine
+// of its own, and ends when stopped.
+func TestWatchReadWithNextHasNoGoroutine(t *testing.T) {
+	s, _ := newTestStore(t)
+	ctx := context.Background()
+	if _, err := s.Create(ctx, s.Key("ns", "a"), pod("a", "n1"), false); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, ok := s.Cached(s.Key("ns", "a")); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the cache never saw the pod")
+		}
+	}
+	yes := true
+	before := goruntime.NumGoroutine()
+	var ws []Puller
+	for range 50 {
+		w, err := s.Watch(ctx, ListOptions{SendInitialEvents: &yes, AllowBookmarks: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, w.(Puller))
+	}
+	if n := goruntime.NumGoroutine() - before; n > 5 {
+		t.Errorf("50 watches started %d goroutines", n)
+	}
+	w := ws[0]
+	next := func(typ watch.EventType, name string) {
+		t.Helper()
+		nctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		ev, ok := w.Next(nctx)
+		// A progress answer etcd gives meanwhile is a bookmark too.
+		for ok && typ != watch.Bookmark && ev.Type == watch.Bookmark {
+			ev, ok = w.Next(nctx)
+		}
+		if !ok || ev.Type != typ {
+			t.Fatalf("got %v %s, want %s", ok, ev.Type, typ)
+		}
+		if name != "" && ev.Object.(*corev1.Pod).Name != name {
+			t.Fatalf("got %s of %s, want %s", typ, ev.Object.(*corev1.Pod).Name, name)
+		}
+	}
+	if !w.Pending() {
+		t.Fatal("the initial event is not pending")
+	}
+	next(watch.Added, "a")
+	next(watch.Bookmark, "")
+	if _, err := s.Create(ctx, s.Key("ns", "b"), pod("b", "n1"), false); err != nil {
+		t.Fatal(err)
+	}
+	next(watch.Added, "b")
+	// A reader whose context ends gets false; a stopped watch ends.
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, ok := w.Next(short); ok {
+		t.Fatal("Next returned an event that never happened")
+	}
+	w.Stop()
+	if _, ok := w.Next(ctx); ok {
+		t.Fatal("a stopped watch gave an event")
+	}
+	for _, w := range ws[1:] {
+		w.Stop()
+	}
 }
