@@ -5,9 +5,10 @@
 // orphan finalizers the API server puts on owners.
 //
 // Like the namespace controller it is an ordinary API client: discovery
-// tells it which resources exist, metadata reflectors watch all of them,
-// and the metadata client reads, patches and deletes generically, so
-// custom resources are handled like built-in ones.
+// tells it which resources exist, a metadata-only list-then-watch loop
+// per resource (monitor) feeds the graph, and the metadata client reads,
+// patches and deletes generically, so custom resources are handled like
+// built-in ones.
 package garbagecollector
 
 import (
@@ -54,6 +55,7 @@ var ignoredResources = sets.New(
 type GarbageCollector struct {
 	discovery discovery.DiscoveryInterface
 	metadata  metadata.Interface
+	watches   watchSource
 	period    time.Duration
 
 	graph           *graph
@@ -74,8 +76,9 @@ type GarbageCollector struct {
 
 // New returns a garbage collector. disco finds the resources to watch and
 // maps ownerReference kinds to resources; meta watches, reads, patches and
-// deletes objects. Resources are re-discovered every discoveryPeriod
-// (DefaultDiscoveryPeriod if zero).
+// deletes objects; its watches are read through their channels
+// (NewForConfig reads the streams itself, see monitor). Resources are
+// re-discovered every discoveryPeriod (DefaultDiscoveryPeriod if zero).
 func New(disco discovery.DiscoveryInterface, meta metadata.Interface, discoveryPeriod time.Duration) *GarbageCollector {
 	if discoveryPeriod <= 0 {
 		discoveryPeriod = DefaultDiscoveryPeriod
@@ -83,6 +86,7 @@ func New(disco discovery.DiscoveryInterface, meta metadata.Interface, discoveryP
 	gc := &GarbageCollector{
 		discovery:       disco,
 		metadata:        meta,
+		watches:         clientWatches{meta},
 		period:          discoveryPeriod,
 		attemptToDelete: controllers.NewQueue("garbage_collector_attempt_to_delete"),
 		attemptToOrphan: controllers.NewQueue("garbage_collector_attempt_to_orphan"),
@@ -97,7 +101,8 @@ func New(disco discovery.DiscoveryInterface, meta metadata.Interface, discoveryP
 }
 
 // NewForConfig builds the discovery and metadata clients from cfg and
-// returns New(...).
+// returns New(...) whose monitors read their watch streams themselves,
+// over the metadata client's connections.
 func NewForConfig(cfg *rest.Config, discoveryPeriod time.Duration) (*GarbageCollector, error) {
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
@@ -106,11 +111,21 @@ func NewForConfig(cfg *rest.Config, discoveryPeriod time.Duration) (*GarbageColl
 	// Cached so that one discovery round serves both the resource list and
 	// the REST mapping; it is invalidated at the start of every round.
 	disco := memory.NewMemCacheClient(dc)
-	meta, err := metadata.NewForConfig(cfg)
+	httpClient, err := rest.HTTPClientFor(metadata.ConfigFor(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("garbage collector: HTTP client: %w", err)
+	}
+	meta, err := metadata.NewForConfigAndClient(cfg, httpClient)
 	if err != nil {
 		return nil, fmt.Errorf("garbage collector: metadata client: %w", err)
 	}
-	return New(disco, meta, discoveryPeriod), nil
+	watches, err := newHTTPWatches(cfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("garbage collector: watch client: %w", err)
+	}
+	gc := New(disco, meta, discoveryPeriod)
+	gc.watches = watches
+	return gc, nil
 }
 
 // Run discovers resources, starts their monitors and runs workers on each
@@ -225,7 +240,7 @@ func (gc *GarbageCollector) resyncMonitors(ctx context.Context) {
 }
 
 func (gc *GarbageCollector) startMonitor(ctx context.Context, gvr schema.GroupVersionResource, gvk schema.GroupVersionKind) {
-	m, run := newMonitor(ctx, gc.metadata, gc.graph, gvr, gvk)
+	m, run := newMonitor(ctx, gc.metadata, gc.watches, gc.graph, gvr, gvk)
 	gc.mu.Lock()
 	defer gc.mu.Unlock()
 	if ctx.Err() != nil {
