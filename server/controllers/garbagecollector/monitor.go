@@ -84,9 +84,11 @@ const (
 	shortWatch = time.Second
 )
 
-// defaultMonitorBackoff spaces out retries after failures: 0.8 s doubling,
-// jittered, up to 30 s, as the reflector's.
-var defaultMonitorBackoff = wait.Backoff{Duration: 800 * time.Millisecond, Factor: 2, Jitter: 1, Steps: 1 << 30, Cap: 30 * time.Second}
+// defaultMonitorBackoff spaces out retries after failures: from 0.8 s,
+// doubling, up to 30 s with the jitter (up to half again, so that the
+// monitors of all resources, which fail together when the server goes,
+// do not retry together), like the reflector's.
+var defaultMonitorBackoff = wait.Backoff{Duration: 800 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 1 << 30, Cap: 20 * time.Second}
 
 // monitorLoop lists a resource, then watches it from the list's
 // resourceVersion, in the calling goroutine.

@@ -293,3 +293,20 @@ func TestMonitorLoopExpiredContinueAndBackoff(t *testing.T) {
 		t.Fatalf("a watch that ended at once was reopened after %v, want the backoff of %v", d, step)
 	}
 }
+
+// The default backoff starts under a second and never waits more than
+// 30 s, jitter included.
+func TestDefaultMonitorBackoffCapped(t *testing.T) {
+	b := defaultMonitorBackoff
+	if d := b.Step(); d < 800*time.Millisecond || d > 1200*time.Millisecond {
+		t.Fatalf("first step %v, want 0.8-1.2 s", d)
+	}
+	for i := range 100 {
+		if d := b.Step(); d > 30*time.Second {
+			t.Fatalf("step %d waits %v, more than 30 s", i+2, d)
+		}
+	}
+	if d := b.Step(); d < 20*time.Second {
+		t.Fatalf("capped step %v, want at least 20 s", d)
+	}
+}
