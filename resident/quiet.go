@@ -3,7 +3,9 @@ package resident
 import (
 	"context"
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -36,7 +38,38 @@ const (
 	// the process runs every few minutes faults back after each, and
 	// would otherwise be given back again and again.
 	fileGiveBackEvery = 10 * time.Minute
+	// releaseEvery spaces the collections Released asks for: each is a
+	// full GC, and a burst's structures are let go within moments of
+	// each other (one a CRD kind written in it, a minute after).
+	releaseEvery = 30 * time.Second
 )
+
+// released is set by Released and cleared by the check that collects.
+var released atomic.Bool
+
+// Released tells the process that a component let go of a large
+// structure (a CRD kind's write path, some 250 KB, a minute unused). Go
+// frees it only at its next garbage collection, which an idle process
+// runs every two minutes, and its scavenger returns the pages slowly
+// after that: after 100 CRDs each written once, the write paths they let
+// go held 20 MiB resident for minutes. The next burstCheck collects, and
+// gives back the free heap if it is worth it, at most once every
+// releaseEvery.
+func Released() { released.Store(true) }
+
+// collectReleased runs the collection Released asked for, and gives back
+// the free heap if there is enough of it.
+func collectReleased() {
+	runtime.GC()
+	free := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}}
+	metrics.Read(free)
+	if free[0].Value.Uint64() < minGiveBack {
+		return
+	}
+	before := rss()
+	debug.FreeOSMemory()
+	logrus.Debugf("resident: gave back what was released: RSS %.1f MiB → %.1f MiB", float64(before)/(1<<20), float64(rss())/(1<<20))
+}
 
 // giveBackWhenQuiet gives back, once a burst of work is over, what it
 // left resident: the heap pages it freed and the pages of the executable
@@ -67,13 +100,18 @@ func giveBackWhenQuiet(ctx context.Context, baseFile int64) {
 	// settled: at start, and a check after each give-back, once what it
 	// still runs has been faulted back.
 	settling := false
-	var lastFileGiveBack time.Time
+	var lastFileGiveBack, lastRelease time.Time
 	var b burst
 	for tick := 1; ; tick++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if released.Load() && time.Since(lastRelease) >= releaseEvery {
+			released.Store(false)
+			lastRelease = time.Now()
+			collectReleased()
 		}
 		metrics.Read(samples)
 		if high, now, ended := b.ended(int(samples[2].Value.Uint64())); ended {

@@ -1,6 +1,12 @@
 package resident
 
-import "testing"
+import (
+	"context"
+	"runtime"
+	"runtime/metrics"
+	"testing"
+	"time"
+)
 
 func TestWorthGivingBackWhenQuietAfterABurst(t *testing.T) {
 	for _, c := range []struct {
@@ -46,5 +52,42 @@ func TestBurstEndsWhenMostOfItsGoroutinesAreGone(t *testing.T) {
 		if _, _, got := b.ended(c.n); got != c.want {
 			t.Errorf("check %d: ended(%d) = %v, want %v (%+v)", i, c.n, got, c.want, b)
 		}
+	}
+}
+
+// What a component let go of and said so (Released) is collected and
+// returned to the system by the next check, without waiting for Go's own
+// collection and scavenger.
+func TestReleasedIsCollectedAndGivenBack(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go giveBackWhenQuiet(ctx, 0)
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/released:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}}
+	// A structure of many small objects, as a write path is.
+	held := make([][]byte, 0, 32<<10)
+	for range 32 << 10 {
+		held = append(held, make([]byte, 1<<10))
+	}
+	runtime.GC()
+	metrics.Read(sample)
+	releasedBefore, objectsBefore := sample[0].Value.Uint64(), sample[1].Value.Uint64()
+	runtime.KeepAlive(held)
+	held = nil
+	Released()
+	deadline := time.Now().Add(3 * burstCheck)
+	for {
+		metrics.Read(sample)
+		released, objects := sample[0].Value.Uint64(), sample[1].Value.Uint64()
+		if released >= releasedBefore+16<<20 && objects+16<<20 <= objectsBefore {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("32 MiB released: heap objects %d → %d MiB, returned to the system %d → %d MiB",
+				objectsBefore>>20, objects>>20, releasedBefore>>20, released>>20)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if released.Load() {
+		t.Error("the request to collect is still pending after the collection")
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/structured-merge-diff/v6/typed"
+
+	"github.com/kelp-project/kelp/resident"
 )
 
 // customWriteIdle is how long a custom kind's write path is kept after
@@ -69,6 +71,8 @@ func (w *customWriter) expire() {
 		return
 	}
 	w.cur, w.timer = nil, nil
+	// Collected at the next GC, minutes away in an idle server.
+	resident.Released()
 }
 
 // built tells whether the write path is held now.
