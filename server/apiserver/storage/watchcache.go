@@ -273,7 +273,7 @@ func (c *watchCache) apply(ev *clientv3.Event) {
 	}
 	kept := cacheEvent{key: key, rv: rev} // what the window keeps
 	if ev.PrevKv != nil {
-		kept.prevRaw, kept.prevRV = bytes.Clone(ev.PrevKv.Value), ev.PrevKv.ModRevision
+		kept.prevRaw, kept.prevRV = c.storedPrev(key, ev.PrevKv.Value, ev.PrevKv.ModRevision), ev.PrevKv.ModRevision
 	}
 	switch ev.Type {
 	case clientv3.EventTypeDelete:
@@ -339,6 +339,21 @@ func (c *watchCache) apply(ev *clientv3.Event) {
 		}
 	}
 	c.broadcastLocked()
+}
+
+// storedPrev is an event's previous value as the window keeps it: the
+// bytes a cache that keeps its objects encoded holds already (the value
+// at that revision), or a copy.
+func (c *watchCache) storedPrev(key string, value []byte, rev int64) []byte {
+	if c.s.cacheEncoded {
+		c.mu.RLock()
+		v, ok := c.encoded[key]
+		c.mu.RUnlock()
+		if ok && v.rv == rev {
+			return v.raw
+		}
+	}
+	return bytes.Clone(value)
 }
 
 // supersededLocked lets go of the decoded object the window's event at
