@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/sirupsen/logrus"
 	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -127,22 +128,33 @@ func customResource(crd *apiextensionsv1.CustomResourceDefinition, encoded []byt
 	if err != nil {
 		return nil, err
 	}
-	var internal *apiextensions.CustomResourceValidation
-	var structural *structuralschema.Structural
+	crdName, version, selectable := crd.Name, v.Name, v.SelectableFields
+	// The structural schema prunes and defaults what is decoded and
+	// written. It is held while used, as the write path is (kinds are
+	// decoded in bursts: a relist, a controller's writes), and built from
+	// the CRD's bytes again when needed: a CRD's schema is thousands of
+	// small objects, most of the time unused.
+	var schema *whileUsed[*structuralschema.Structural] // nil: no schema
 	if val != nil {
-		internal = &apiextensions.CustomResourceValidation{}
-		if err := apiextensionsv1.Convert_v1_CustomResourceValidation_To_apiextensions_CustomResourceValidation(val, internal, nil); err != nil {
+		structural, err := structuralOf(val)
+		if err != nil {
 			return nil, err
 		}
-		if structural, err = structuralschema.NewStructural(internal.OpenAPIV3Schema); err != nil {
-			return nil, err
+		schema = &whileUsed[*structuralschema.Structural]{idle: customWriteIdle, build: func() *structuralschema.Structural {
+			s, err := encodedStructural(encoded, version)
+			if err != nil {
+				// It was built from the same bytes when the CRD was served.
+				logrus.WithError(err).Errorf("CRD %s version %s: structural schema", crdName, version)
+			}
+			return s
+		}}
+		schema.hold(structural)
+	}
+	structuralNow := func() *structuralschema.Structural {
+		if schema == nil {
+			return nil
 		}
-		// Defaults are pruned as upstream's handler does, on a copy: the
-		// structural schema shares the CRD's default values.
-		structural = structural.DeepCopy()
-		if err := structuraldefaulting.PruneDefaults(structural); err != nil {
-			return nil, err
-		}
+		return schema.get()
 	}
 	subs, err := apihelpers.GetSubresourcesForVersion(crd, v.Name)
 	if err != nil {
@@ -165,7 +177,6 @@ func customResource(crd *apiextensionsv1.CustomResourceDefinition, encoded []byt
 	attrs := customresource.NewStrategy(typer, namespaced, gvk, nil, nil, nil, status, scale, v.SelectableFields)
 	// The write path is built from the CRD's bytes rather than kept: most
 	// CRDs' kinds see writes rarely, and it is some 250 KB a kind.
-	crdName, version, selectable := crd.Name, v.Name, v.SelectableFields
 	writer := newCustomWriter(func() *customWrite {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := crd.Unmarshal(encoded); err != nil {
@@ -178,7 +189,7 @@ func customResource(crd *apiextensionsv1.CustomResourceDefinition, encoded []byt
 			_ = apiextensionsv1.Convert_v1_CustomResourceValidation_To_apiextensions_CustomResourceValidation(val, internal, nil)
 			props = internal.OpenAPIV3Schema
 		}
-		return buildCustomWrite(crd, typer, namespaced, gvk, props, structural, status, scale, selectable)
+		return buildCustomWrite(crd, typer, namespaced, gvk, props, structuralNow(), status, scale, selectable)
 	})
 
 	columns := v.AdditionalPrinterColumns
@@ -220,7 +231,11 @@ func customResource(crd *apiextensionsv1.CustomResourceDefinition, encoded []byt
 			Encoded:       encoded,
 			Prune: func(obj runtime.Object) []string {
 				u, ok := obj.(*unstructured.Unstructured)
-				if !ok || structural == nil || preserve {
+				if !ok || schema == nil || preserve {
+					return nil
+				}
+				structural := structuralNow()
+				if structural == nil {
 					return nil
 				}
 				return structuralpruning.PruneWithOptions(u.Object, structural, true,
@@ -230,7 +245,11 @@ func customResource(crd *apiextensionsv1.CustomResourceDefinition, encoded []byt
 		Strategy: Strategy{
 			Default: func(obj runtime.Object) {
 				u, ok := obj.(*unstructured.Unstructured)
-				if !ok || structural == nil {
+				if !ok || schema == nil {
+					return
+				}
+				structural := structuralNow()
+				if structural == nil {
 					return
 				}
 				// What upstream does while decoding a custom object: drop
@@ -301,6 +320,39 @@ func buildCustomWrite(crd *apiextensionsv1.CustomResourceDefinition, typer runti
 		},
 		typeConverter: tc,
 	}
+}
+
+// structuralOf is a version's structural schema as upstream's handler
+// makes it: its defaults pruned, on a copy (the structural schema shares
+// the internal schema's default values).
+func structuralOf(val *apiextensionsv1.CustomResourceValidation) (*structuralschema.Structural, error) {
+	internal := &apiextensions.CustomResourceValidation{}
+	if err := apiextensionsv1.Convert_v1_CustomResourceValidation_To_apiextensions_CustomResourceValidation(val, internal, nil); err != nil {
+		return nil, err
+	}
+	structural, err := structuralschema.NewStructural(internal.OpenAPIV3Schema)
+	if err != nil {
+		return nil, err
+	}
+	structural = structural.DeepCopy()
+	if err := structuraldefaulting.PruneDefaults(structural); err != nil {
+		return nil, err
+	}
+	return structural, nil
+}
+
+// encodedStructural is structuralOf the version of the CRD whose bytes
+// are encoded.
+func encodedStructural(encoded []byte, version string) (*structuralschema.Structural, error) {
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := crd.Unmarshal(encoded); err != nil {
+		return nil, err
+	}
+	val, err := apihelpers.GetSchemaForVersion(crd, version)
+	if err != nil || val == nil {
+		return nil, err
+	}
+	return structuralOf(val)
 }
 
 // invalidWrite is the write path of a kind whose CRD cannot be built

@@ -12,9 +12,77 @@ import (
 	"github.com/kelp-project/kelp/resident"
 )
 
-// customWriteIdle is how long a custom kind's write path is kept after
-// its last use.
-const customWriteIdle = time.Minute
+// customWriteIdle is how long a custom kind's write path, or its
+// structural schema, is kept after its last use.
+var customWriteIdle = time.Minute
+
+// whileUsed holds what build makes for as long as it is used: built on
+// first use, let go once unused for idle, built again on the next use.
+// dropped, if set, is told each time it is let go. A caller may go on
+// using a value it was given after it is let go.
+type whileUsed[T any] struct {
+	build   func() T
+	idle    time.Duration
+	dropped func()
+
+	mu    sync.Mutex
+	cur   T
+	held  bool
+	used  time.Time
+	timer *time.Timer
+}
+
+func (w *whileUsed[T]) get() T {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.held {
+		w.cur, w.held = w.build(), true
+	}
+	w.touchLocked()
+	return w.cur
+}
+
+// hold makes v the value held, as if built now: what a caller built
+// anyway (to check it) serves until it goes unused.
+func (w *whileUsed[T]) hold(v T) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.cur, w.held = v, true
+	w.touchLocked()
+}
+
+func (w *whileUsed[T]) touchLocked() {
+	w.used = time.Now()
+	if w.timer == nil {
+		w.timer = time.AfterFunc(w.idle, w.expire)
+	}
+}
+
+func (w *whileUsed[T]) expire() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if left := w.idle - time.Since(w.used); left > 0 {
+		w.timer.Reset(left)
+		return
+	}
+	w.letGoLocked()
+	w.timer = nil
+	if w.dropped != nil {
+		w.dropped()
+	}
+}
+
+func (w *whileUsed[T]) letGoLocked() {
+	var zero T
+	w.cur, w.held = zero, false
+}
+
+// built tells whether a value is held now.
+func (w *whileUsed[T]) built() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.held
+}
 
 // customWriter is what validating and applying a custom kind's objects
 // takes: its schema validators, its CEL programs (compiled by upstream's
@@ -24,19 +92,11 @@ const customWriteIdle = time.Minute
 // a handful of objects. So they are built on the first write and let go
 // once the kind has gone customWriteIdle without one; the next write
 // builds them again (a few milliseconds). Reads, lists, watches and
-// decoding never need them.
-type customWriter struct {
-	build func() *customWrite
-	idle  time.Duration
+// decoding never need them. What it lets go is collected at once
+// (resident.Released): an idle server's next GC is minutes away.
+type customWriter = whileUsed[*customWrite]
 
-	mu    sync.Mutex
-	cur   *customWrite
-	used  time.Time
-	timer *time.Timer
-}
-
-// customWrite is one build of a kind's write path. A caller may go on
-// using one it was given after it is let go.
+// customWrite is one build of a kind's write path.
 type customWrite struct {
 	validate       func(obj runtime.Object) field.ErrorList
 	validateUpdate func(obj, old runtime.Object) field.ErrorList
@@ -47,39 +107,7 @@ type customWrite struct {
 }
 
 func newCustomWriter(build func() *customWrite) *customWriter {
-	return &customWriter{build: build, idle: customWriteIdle}
-}
-
-func (w *customWriter) get() *customWrite {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.cur == nil {
-		w.cur = w.build()
-	}
-	w.used = time.Now()
-	if w.timer == nil {
-		w.timer = time.AfterFunc(w.idle, w.expire)
-	}
-	return w.cur
-}
-
-func (w *customWriter) expire() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if left := w.idle - time.Since(w.used); left > 0 {
-		w.timer.Reset(left)
-		return
-	}
-	w.cur, w.timer = nil, nil
-	// Collected at the next GC, minutes away in an idle server.
-	resident.Released()
-}
-
-// built tells whether the write path is held now.
-func (w *customWriter) built() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.cur != nil
+	return &customWriter{build: build, idle: customWriteIdle, dropped: resident.Released}
 }
 
 // writerTypeConverter is a kind's apply schema as the field managers

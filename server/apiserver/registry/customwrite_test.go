@@ -107,13 +107,61 @@ func BenchmarkCustomWriteBuild(b *testing.B) {
 	for b.Loop() {
 		w := rs[0].Custom.TypeConverter.(writerTypeConverter).w
 		w.mu.Lock()
-		w.cur = nil
+		w.letGoLocked()
 		w.mu.Unlock()
 		if errs := rs[0].Validate(obj); len(errs) != 0 {
 			b.Fatal(errs)
 		}
 		if _, err := rs[0].Custom.TypeConverter.ObjectToTyped(obj); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// A value held with hold serves until it goes unused; then the next use
+// builds one.
+func TestWhileUsedHoldServesUntilIdle(t *testing.T) {
+	var builds, drops atomic.Int32
+	w := &whileUsed[int]{idle: 100 * time.Millisecond, build: func() int { builds.Add(1); return 2 },
+		dropped: func() { drops.Add(1) }}
+	w.hold(1)
+	if w.get() != 1 || builds.Load() != 0 {
+		t.Fatal("the held value was not served")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for w.built() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if w.built() || drops.Load() != 1 {
+		t.Fatalf("held after the idle time (%d drops)", drops.Load())
+	}
+	if w.get() != 2 || builds.Load() != 1 {
+		t.Errorf("after being let go: %d builds", builds.Load())
+	}
+}
+
+// A custom kind's structural schema, let go while unused, is built again
+// from the CRD's bytes: decoding still prunes and defaults.
+func TestCustomSchemaBuiltAgainAfterIdle(t *testing.T) {
+	defer func(d time.Duration) { customWriteIdle = d }(customWriteIdle)
+	customWriteIdle = 50 * time.Millisecond
+	rs, err := CustomResources(benchWriteCRD())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if i == 1 {
+			time.Sleep(300 * time.Millisecond) // let go
+		}
+		obj := &unstructured.Unstructured{Object: map[string]interface{}{"apiVersion": "example.com/v1", "kind": "Gadget",
+			"metadata": map[string]interface{}{"name": "g", "namespace": "ns"},
+			"spec":     map[string]interface{}{"bogus": true}}}
+		rs[0].Default(obj)
+		if n, _, _ := unstructured.NestedInt64(obj.Object, "spec", "replicas"); n != 1 {
+			t.Errorf("decode %d: replicas %d, want the default 1", i, n)
+		}
+		if _, found, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", "bogus"); found {
+			t.Errorf("decode %d: an unknown field was not pruned", i)
 		}
 	}
 }
