@@ -175,7 +175,7 @@ func (c *crdServing) serve(crd *apiextensionsv1.CustomResourceDefinition, old *c
 				u.SetGroupVersionKind(storageGVK)
 				return u
 			},
-			Attrs: attrs.Attrs, Transformer: tr, JSON: true, Decoded: decoded, MixedVersions: conv != nil,
+			Attrs: attrs.Attrs, Transformer: tr, JSON: true, Decoded: decoded, MixedVersions: conv != nil, Feed: c.s.feed,
 		})
 		if err != nil {
 			return err

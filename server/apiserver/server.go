@@ -107,6 +107,8 @@ type Server struct {
 	openapi     *openapi.Handler
 	services    *allocator.Services
 	compactor   *storage.Compactor
+	// feed is the one etcd watch every store's watch cache is fed from.
+	feed        *storage.Feed
 	ready       sync.Map // check name -> error
 	kubeletOnce sync.Once
 	kubeletRT   http.RoundTripper
@@ -182,6 +184,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.authenticators = append(s.authenticators, cfg.Authenticators...)
 	s.apiAudiences = cfg.APIAudiences
 	t := newServedTable()
+	s.feed = storage.NewFeed(ctx, cfg.Etcd, "/registry/")
 	var specs []openapi.Resource
 	byType := map[reflect.Type]*registry.Resource{}
 	for _, r := range registry.All(registry.Options{Services: svc}) {
@@ -204,7 +207,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		st, err := storage.New(ctx, storage.Config{
 			Client: cfg.Etcd, Resource: r.GroupResource(), Prefix: r.Prefix(), Kind: r.GVK(),
-			NewFunc: r.New, Attrs: r.Attrs, Transformer: tr, CacheEncoded: r.CacheEncoded,
+			NewFunc: r.New, Attrs: r.Attrs, Transformer: tr, CacheEncoded: r.CacheEncoded, Feed: s.feed,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("storage for %s: %w", r.GVR.Resource, err)

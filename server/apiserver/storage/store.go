@@ -50,6 +50,9 @@ type Config struct {
 	// (apiserver's crdconversion.go). Without it an object is labelled
 	// with Kind's version, the conversion of strategy None.
 	MixedVersions bool
+	// Feed is the etcd watch the store's watch cache is fed from, shared
+	// with the other stores of the client (nil: a watch of its own).
+	Feed *Feed
 	// CacheEncoded keeps the watch cache's current objects as the bytes
 	// etcd holds, decoded again for every read (a list, a watch's initial
 	// events, Cached). It is for kinds whose objects are large, read
@@ -102,7 +105,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if window <= 0 {
 		window = 4096
 	}
-	c, err := newWatchCache(ctx, s, window)
+	c, err := newWatchCache(ctx, s, window, cfg.Feed)
 	if err != nil {
 		stop()
 		return nil, err

@@ -93,7 +93,9 @@ type storedValue struct {
 	rv  int64
 }
 
-func newWatchCache(ctx context.Context, s *Store, capacity int) (*watchCache, error) {
+// newWatchCache lists s's prefix and joins feed (a feed of its own if
+// nil) until ctx ends.
+func newWatchCache(ctx context.Context, s *Store, capacity int, feed *Feed) (*watchCache, error) {
 	c := &watchCache{
 		s:        s,
 		capacity: capacity,
@@ -101,10 +103,12 @@ func newWatchCache(ctx context.Context, s *Store, capacity int) (*watchCache, er
 		advanced: make(chan struct{}),
 	}
 	c.wctx = sharedStream(ctx)
-	if err := c.relist(ctx); err != nil {
+	if feed == nil {
+		feed = NewFeed(ctx, s.client, s.prefix)
+	}
+	if err := feed.join(ctx, c); err != nil {
 		return nil, err
 	}
-	go c.run(ctx)
 	return c, nil
 }
 
@@ -160,44 +164,6 @@ func (c *watchCache) relist(ctx context.Context) error {
 	}
 	c.broadcastLocked()
 	return nil
-}
-
-func (c *watchCache) run(ctx context.Context) {
-	for ctx.Err() == nil {
-		c.mu.RLock()
-		from := c.rv + 1
-		c.mu.RUnlock()
-		wch := c.s.client.Watch(c.wctx, c.s.prefix, clientv3.WithPrefix(), clientv3.WithRev(from),
-			clientv3.WithPrevKV(), clientv3.WithProgressNotify())
-		for resp := range wch {
-			if resp.CompactRevision != 0 {
-				logrus.Warnf("watch cache %s: compacted at %d, relisting", c.s.prefix, resp.CompactRevision)
-				_ = c.relist(ctx)
-				break
-			}
-			if err := resp.Err(); err != nil {
-				logrus.WithError(err).Debugf("watch cache %s: watch ended", c.s.prefix)
-				break
-			}
-			if resp.IsProgressNotify() {
-				c.progress(resp.Header.Revision)
-				continue
-			}
-			for _, ev := range resp.Events {
-				c.apply(ev)
-			}
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	c.mu.Lock()
-	for w := range c.watchers {
-		w.terminate()
-	}
-	c.watchers = map[*cacheWatcher]struct{}{}
-	c.mu.Unlock()
 }
 
 // RequestProgress asks etcd every bookmarkInterval, until ctx ends, to
