@@ -73,10 +73,7 @@ func (f *Feed) leave(c *watchCache) {
 	}
 	f.mu.Unlock()
 	c.mu.Lock()
-	for w := range c.watchers {
-		w.terminate()
-	}
-	c.watchers = map[*cacheWatcher]struct{}{}
+	c.endWatchersLocked()
 	c.mu.Unlock()
 }
 

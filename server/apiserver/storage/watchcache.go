@@ -112,21 +112,18 @@ func newWatchCache(ctx context.Context, s *Store, capacity int, feed *Feed) (*wa
 	return c, nil
 }
 
-// streamKey is the metadata that puts every watch cache's etcd watch on
-// one gRPC stream: etcd's client keys its streams by the outgoing
+// streamKey is the metadata that puts every feed's etcd watch (feed.go)
+// on one gRPC stream: etcd's client keys its streams by the outgoing
 // metadata of the watch's context, and each watch is a substream whose
 // own context still ends it.
 const streamKey = "kelp-watch-cache"
 
-// sharedStream puts ctx on the watch caches' shared etcd stream. A
-// stream of its own per cache cost seven goroutines each (the client's
-// stream loop, the in-process gRPC adapter's pipe, etcd's send and
-// receive loops...), some 80 KiB of stacks and buffers for each of the
-// hundreds of resources a cluster with many CRDs serves. On a shared
-// stream a progress request is answered to every cache on it, so the
-// stream has one requester, RequestProgress (a cache asking for itself,
-// as each did when it had its own stream, would make every cache answer
-// every cache's requests).
+// sharedStream puts ctx on the feeds' shared etcd stream: the API
+// server's one feed, and the feed of any store opened without it. A
+// stream of its own cost seven goroutines (the client's stream loop, the
+// in-process gRPC adapter's pipe, etcd's send and receive loops...). A
+// progress request (RequestProgress, a cache's waitFresh) is a request of
+// the stream, answered to every watch on it.
 func sharedStream(ctx context.Context) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, streamKey, "shared")
 }
@@ -158,12 +155,17 @@ func (c *watchCache) relist(ctx context.Context) error {
 	c.start, c.count = 0, 0
 	// Watchers cannot be told what they missed across a relist: end them,
 	// and their clients resume (or relist on 410).
+	c.endWatchersLocked()
+	c.broadcastLocked()
+	return nil
+}
+
+// endWatchersLocked ends every watch of the cache.
+func (c *watchCache) endWatchersLocked() {
 	for w := range c.watchers {
 		w.terminate()
 		delete(c.watchers, w)
 	}
-	c.broadcastLocked()
-	return nil
 }
 
 // RequestProgress asks etcd every bookmarkInterval, until ctx ends, to
