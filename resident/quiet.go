@@ -53,19 +53,14 @@ var released atomic.Bool
 // runs every two minutes, and its scavenger returns the pages slowly
 // after that: after 100 CRDs each written once, the write paths they let
 // go held 20 MiB resident for minutes. The next burstCheck collects, and
-// gives back the free heap if it is worth it, at most once every
-// releaseEvery.
+// gives back the free heap, at most once every releaseEvery.
 func Released() { released.Store(true) }
 
-// collectReleased runs the collection Released asked for, and gives back
-// the free heap if there is enough of it.
+// collectReleased runs the collection Released asked for, which gives
+// back the free heap with it (FreeOSMemory is a full GC and a return of
+// every free page; the executable's pages are Trim's and the quiet
+// check's, not this).
 func collectReleased() {
-	runtime.GC()
-	free := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}}
-	metrics.Read(free)
-	if free[0].Value.Uint64() < minGiveBack {
-		return
-	}
 	before := rss()
 	debug.FreeOSMemory()
 	logrus.Debugf("resident: gave back what was released: RSS %.1f MiB → %.1f MiB", float64(before)/(1<<20), float64(rss())/(1<<20))
