@@ -178,12 +178,12 @@ func customResource(crd *apiextensionsv1.CustomResourceDefinition, encoded []byt
 	// The write path is built from the CRD's bytes rather than kept: most
 	// CRDs' kinds see writes rarely, and it is some 250 KB a kind.
 	writer := newCustomWriter(func() *customWrite {
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := crd.Unmarshal(encoded); err != nil {
+		crd, val, err := decodeVersionSchema(encoded, version)
+		if err != nil {
 			return invalidWrite(crdName, err)
 		}
 		var props *apiextensions.JSONSchemaProps
-		if val, _ := apihelpers.GetSchemaForVersion(crd, version); val != nil {
+		if val != nil {
 			internal := &apiextensions.CustomResourceValidation{}
 			// It converted when the resource was built.
 			_ = apiextensionsv1.Convert_v1_CustomResourceValidation_To_apiextensions_CustomResourceValidation(val, internal, nil)
@@ -341,14 +341,21 @@ func structuralOf(val *apiextensionsv1.CustomResourceValidation) (*structuralsch
 	return structural, nil
 }
 
+// decodeVersionSchema decodes a CRD's bytes (Custom.Encoded) and finds a
+// version's schema in it (nil: the version has none).
+func decodeVersionSchema(encoded []byte, version string) (*apiextensionsv1.CustomResourceDefinition, *apiextensionsv1.CustomResourceValidation, error) {
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := crd.Unmarshal(encoded); err != nil {
+		return nil, nil, err
+	}
+	val, err := apihelpers.GetSchemaForVersion(crd, version)
+	return crd, val, err
+}
+
 // encodedStructural is structuralOf the version of the CRD whose bytes
 // are encoded.
 func encodedStructural(encoded []byte, version string) (*structuralschema.Structural, error) {
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := crd.Unmarshal(encoded); err != nil {
-		return nil, err
-	}
-	val, err := apihelpers.GetSchemaForVersion(crd, version)
+	_, val, err := decodeVersionSchema(encoded, version)
 	if err != nil || val == nil {
 		return nil, err
 	}
