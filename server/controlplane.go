@@ -57,9 +57,10 @@ const nodeCIDRMaskSize = 24
 // as two components (without leader election: see RunComponent), each an
 // API client with its own identity,
 // talking to the API server over loopback HTTPS like any other client. The
-// returned wait blocks until they have stopped. signer mints the legacy
-// Secrets' tokens (see serviceaccount.Signer).
-func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, fp *frontProxy, apiURL string, signer serviceaccount.Signer) (wait func(), err error) {
+// returned wait blocks until they have stopped. api's signer mints the
+// legacy Secrets' tokens (see serviceaccount.Signer); the garbage
+// collector's watches are served in process (apiServing.inProcess).
+func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, fp *frontProxy, apiURL string, api *apiServing) (wait func(), err error) {
 	kcm, err := ca.RESTConfig(apiURL, config.ControllerManagerUser, nil)
 	if err != nil {
 		return nil, err
@@ -68,6 +69,11 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, fp *frontPro
 	if err != nil {
 		return nil, err
 	}
+	kcmInProcess, err := api.inProcess(kcm, ca)
+	if err != nil {
+		return nil, err
+	}
+	signer := api.signer
 	kcmClient, err := kubernetes.NewForConfig(kcm)
 	if err != nil {
 		return nil, err
@@ -107,7 +113,7 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, fp *frontPro
 			return err
 		}
 		go ns.Run(ctx, 2)
-		gc, err := garbagecollector.NewForConfig(t.Config, 0)
+		gc, err := garbagecollector.NewForConfig(t.Config, 0, kcmInProcess)
 		if err != nil {
 			return err
 		}

@@ -186,7 +186,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err = writeAdminKubeconfig(cfg, s.CA, s.URL); err != nil {
 		return nil, err
 	}
-	waitLoops, err := startControlLoops(s.clients, cfg, s.CA, fp, s.URL, s.api.signer)
+	waitLoops, err := startControlLoops(s.clients, cfg, s.CA, fp, s.URL, s.api)
 	if err != nil {
 		return nil, fmt.Errorf("control loops: %w", err)
 	}

@@ -14,6 +14,7 @@ package garbagecollector
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -102,8 +103,10 @@ func New(disco discovery.DiscoveryInterface, meta metadata.Interface, discoveryP
 
 // NewForConfig builds the discovery and metadata clients from cfg and
 // returns New(...) whose monitors read their watch streams themselves,
-// over the metadata client's connections.
-func NewForConfig(cfg *rest.Config, discoveryPeriod time.Duration) (*GarbageCollector, error) {
+// over the metadata client's connections or, if inProcess is not nil,
+// from that handler: the API server's, in its own process, called as
+// cfg's user (see streamWatches).
+func NewForConfig(cfg *rest.Config, discoveryPeriod time.Duration, inProcess http.Handler) (*GarbageCollector, error) {
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("garbage collector: discovery client: %w", err)
@@ -119,7 +122,7 @@ func NewForConfig(cfg *rest.Config, discoveryPeriod time.Duration) (*GarbageColl
 	if err != nil {
 		return nil, fmt.Errorf("garbage collector: metadata client: %w", err)
 	}
-	watches, err := newHTTPWatches(cfg, httpClient)
+	watches, err := newStreamWatches(cfg, httpClient, inProcess)
 	if err != nil {
 		return nil, fmt.Errorf("garbage collector: watch client: %w", err)
 	}

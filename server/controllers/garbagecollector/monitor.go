@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -13,9 +12,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/metadata"
@@ -30,8 +29,9 @@ import (
 // goroutines per resource (its watch loop, an idle resync goroutine and
 // the StreamWatcher that decodes the stream into a channel), and the
 // collector watches every resource, 100 more with 100 CRDs. The loop
-// reads the watch stream itself (watchSource), so the loop and the
-// HTTP/2 stream's own goroutine are all a resource costs.
+// reads the watch stream itself (watchSource); in the API server's
+// process the server's handler serves the watch in the loop's goroutine,
+// so the loop is all a resource costs.
 type monitor struct {
 	store  *monitorStore
 	cancel context.CancelFunc
@@ -210,69 +210,69 @@ func (l *monitorLoop) list(ctx context.Context) (string, error) {
 
 // watch watches from *rv and feeds the events to the store, advancing *rv
 // past each event as soon as it has been processed. It returns how many
-// events it read, and nil when
-// the watch ended normally (the server's timeout, the end of the stream),
-// a 410 error when *rv is too old, an *errRelist when the stream said
-// something the loop cannot resume after, and other errors otherwise.
+// events it read, and nil when the watch ended normally (the server's
+// timeout, the end of the stream), a 410 error when *rv is too old, an
+// *errRelist when the stream said something the loop cannot resume
+// after, and other errors otherwise.
 func (l *monitorLoop) watch(ctx context.Context, rv *string) (int, error) {
 	timeout := time.Duration(float64(minWatchTimeout) * (rand.Float64() + 1))
 	seconds := int64(timeout.Seconds())
 	wctx, cancel := context.WithTimeout(ctx, timeout+watchDeadlineSlack)
 	defer cancel()
 	start := time.Now()
-	events, err := l.watches.Watch(wctx, l.gvr, metav1.ListOptions{
+	n := 0
+	err := l.watches.Watch(wctx, l.gvr, metav1.ListOptions{
 		ResourceVersion:     *rv,
 		AllowWatchBookmarks: true,
 		TimeoutSeconds:      &seconds,
+	}, func(typ watch.EventType, obj runtime.Object) error {
+		n++
+		return l.event(typ, obj, rv)
 	})
-	if err != nil {
-		return 0, err
+	switch {
+	case ctx.Err() != nil:
+		return n, ctx.Err()
+	case wctx.Err() != nil:
+		// The client's deadline, past the server's timeout: an end.
+		return n, nil
+	case err == nil && n == 0 && time.Since(start) < shortWatch:
+		return n, fmt.Errorf("very short watch: the watch ended after %v without an event", time.Since(start))
 	}
-	defer events.Close()
-	for n := 0; ; n++ {
-		typ, obj, err := events.Decode()
-		if err != nil {
-			switch {
-			case ctx.Err() != nil:
-				return n, ctx.Err()
-			case wctx.Err() != nil, errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), utilnet.IsProbableEOF(err):
-				if n == 0 && time.Since(start) < shortWatch {
-					return n, fmt.Errorf("very short watch: the watch ended after %v without an event", time.Since(start))
-				}
-				return n, nil
+	return n, err
+}
+
+// event processes one watch event.
+func (l *monitorLoop) event(typ watch.EventType, obj runtime.Object, rv *string) error {
+	switch typ {
+	case watch.Error:
+		if status, ok := obj.(*metav1.Status); ok {
+			if err := apierrors.FromObject(status); isGone(err) {
+				return err
 			}
-			return n, &errRelist{fmt.Errorf("reading the watch: %w", err)}
 		}
-		if typ == watch.Error {
-			if status, ok := obj.(*metav1.Status); ok {
-				if err := apierrors.FromObject(status); isGone(err) {
-					return n, err
-				}
-			}
-			return n, &errRelist{fmt.Errorf("the watch failed: %w", apierrors.FromObject(obj))}
+		return &errRelist{fmt.Errorf("the watch failed: %w", apierrors.FromObject(obj))}
+	case watch.Bookmark:
+		// A bookmark carries only a resourceVersion: everything up to it
+		// has been sent.
+		if m, err := meta.Accessor(obj); err == nil && m.GetResourceVersion() != "" {
+			*rv = m.GetResourceVersion()
 		}
-		if typ == watch.Bookmark {
-			// A bookmark carries only a resourceVersion: everything up to
-			// it has been sent.
-			if m, err := meta.Accessor(obj); err == nil && m.GetResourceVersion() != "" {
-				*rv = m.GetResourceVersion()
-			}
-			continue
-		}
-		m, ok := obj.(*metav1.PartialObjectMetadata)
-		if !ok {
-			return n, &errRelist{fmt.Errorf("the watch sent a %T, not PartialObjectMetadata", obj)}
-		}
-		switch typ {
-		case watch.Added, watch.Modified:
-			l.store.observe(m)
-		case watch.Deleted:
-			l.store.forget(m)
-		default:
-			return n, &errRelist{fmt.Errorf("the watch sent an event of type %q", typ)}
-		}
-		if m.ResourceVersion != "" {
-			*rv = m.ResourceVersion
-		}
+		return nil
 	}
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return &errRelist{fmt.Errorf("the watch sent a %T, not PartialObjectMetadata", obj)}
+	}
+	switch typ {
+	case watch.Added, watch.Modified:
+		l.store.observe(m)
+	case watch.Deleted:
+		l.store.forget(m)
+	default:
+		return &errRelist{fmt.Errorf("the watch sent an event of type %q", typ)}
+	}
+	if m.ResourceVersion != "" {
+		*rv = m.ResourceVersion
+	}
+	return nil
 }

@@ -106,21 +106,21 @@ type watchReply struct {
 
 type scriptedWatches struct{ calls chan watchCall }
 
-func (s *scriptedWatches) Watch(ctx context.Context, _ schema.GroupVersionResource, opts metav1.ListOptions) (eventStream, error) {
+func (s *scriptedWatches) Watch(ctx context.Context, _ schema.GroupVersionResource, opts metav1.ListOptions, each eventFunc) error {
 	c := watchCall{opts: opts, reply: make(chan watchReply, 1)}
 	select {
 	case s.calls <- c:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
 	select {
 	case r := <-c.reply:
 		if r.err != nil {
-			return nil, r.err
+			return r.err
 		}
-		return &channelStream{ctx: ctx, w: r.w}, nil
+		return readChannel(ctx, r.w, each)
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
 }
 

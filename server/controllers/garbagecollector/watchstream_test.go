@@ -65,19 +65,6 @@ func writeProtobufEvents(t *testing.T, w io.Writer, events []streamEvent) {
 	}
 }
 
-// writeJSONEvents writes events as JSON objects one after the other.
-func writeJSONEvents(t *testing.T, w io.Writer, events []streamEvent) {
-	for _, ev := range events {
-		obj, err := json.Marshal(ev.obj)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		line, _ := json.Marshal(metav1.WatchEvent{Type: string(ev.typ), Object: apiruntime.RawExtension{Raw: obj}})
-		_, _ = w.Write(append(line, '\n'))
-	}
-}
-
 func metadataScheme(t *testing.T) *apiruntime.Scheme {
 	s := apiruntime.NewScheme()
 	if err := metav1.AddMetaToScheme(s); err != nil {
@@ -87,10 +74,52 @@ func metadataScheme(t *testing.T) *apiruntime.Scheme {
 	return s
 }
 
-// The production watch reads a real watch stream, protobuf or JSON, asks
-// for metadata from the given resourceVersion with the loop's options,
-// and ends with io.EOF when the server ends the stream.
-func TestHTTPWatchesDecodeStreams(t *testing.T) {
+// watchServer is the API server's watch as the tests serve it: it checks
+// the request and writes events, then ends the stream.
+func watchServer(t *testing.T, events []streamEvent) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if r.URL.Path != "/apis/apps/v1/deployments" || q.Get("watch") != "true" || q.Get("resourceVersion") != "5" ||
+			q.Get("allowWatchBookmarks") != "true" || q.Get("timeoutSeconds") != "300" {
+			t.Errorf("request %s", r.URL)
+		}
+		if a := r.Header.Get("Accept"); a != partialObjectMetadataAccept {
+			t.Errorf("Accept %q", a)
+		}
+		if ua := r.Header.Get("User-Agent"); ua == "" {
+			t.Error("no User-Agent")
+		}
+		w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf;stream=watch")
+		w.WriteHeader(http.StatusOK)
+		writeProtobufEvents(t, w, events)
+	})
+}
+
+// watchesBoth runs f with the watches over HTTP from h and in process to
+// h: the two ways streamWatches sends a watch.
+func watchesBoth(t *testing.T, h http.Handler, f func(t *testing.T, w *streamWatches)) {
+	t.Run("http", func(t *testing.T) {
+		srv := httptest.NewServer(h)
+		defer srv.Close()
+		w, err := newStreamWatches(&rest.Config{Host: srv.URL}, srv.Client(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f(t, w)
+	})
+	t.Run("in process", func(t *testing.T) {
+		w, err := newStreamWatches(&rest.Config{Host: "https://in-process.invalid"}, http.DefaultClient, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f(t, w)
+	})
+}
+
+// The production watch reads a real protobuf watch stream, asks for
+// metadata from the given resourceVersion with the loop's options, gives
+// each event as it comes and ends (nil) when the server ends the stream.
+func TestStreamWatchesDecodeStreams(t *testing.T) {
 	status := expired.ErrStatus
 	status.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Status"}
 	events := []streamEvent{
@@ -103,43 +132,16 @@ func TestHTTPWatchesDecodeStreams(t *testing.T) {
 		metadataEvent(watch.Deleted, "a", "9"),
 		{watch.Error, &status},
 	}
-	for _, tc := range []struct {
-		contentType string
-		write       func(*testing.T, io.Writer, []streamEvent)
-	}{
-		{"application/vnd.kubernetes.protobuf;stream=watch", writeProtobufEvents},
-		{"application/json", writeJSONEvents},
-	} {
-		t.Run(tc.contentType, func(t *testing.T) {
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				q := r.URL.Query()
-				if r.URL.Path != "/apis/apps/v1/deployments" || q.Get("watch") != "true" || q.Get("resourceVersion") != "5" ||
-					q.Get("allowWatchBookmarks") != "true" || q.Get("timeoutSeconds") != "300" {
-					t.Errorf("request %s", r.URL)
+	watchesBoth(t, watchServer(t, events), func(t *testing.T, watches *streamWatches) {
+		seconds := int64(300)
+		i := 0
+		err := watches.Watch(context.Background(), deployments, metav1.ListOptions{ResourceVersion: "5", AllowWatchBookmarks: true, TimeoutSeconds: &seconds},
+			func(typ watch.EventType, obj apiruntime.Object) error {
+				defer func() { i++ }()
+				if i >= len(events) {
+					t.Fatalf("event %d: %s, more than were sent", i, typ)
 				}
-				if a := r.Header.Get("Accept"); !strings.HasPrefix(a, "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,") {
-					t.Errorf("Accept %q", a)
-				}
-				w.Header().Set("Content-Type", tc.contentType)
-				w.WriteHeader(http.StatusOK)
-				tc.write(t, w, events)
-			}))
-			defer srv.Close()
-			watches, err := newHTTPWatches(&rest.Config{Host: srv.URL}, srv.Client())
-			if err != nil {
-				t.Fatal(err)
-			}
-			seconds := int64(300)
-			s, err := watches.Watch(context.Background(), deployments, metav1.ListOptions{ResourceVersion: "5", AllowWatchBookmarks: true, TimeoutSeconds: &seconds})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			for i, want := range events {
-				typ, obj, err := s.Decode()
-				if err != nil {
-					t.Fatalf("event %d: %v", i, err)
-				}
+				want := events[i]
 				if typ != want.typ {
 					t.Fatalf("event %d: type %s, want %s", i, typ, want.typ)
 				}
@@ -147,75 +149,171 @@ func TestHTTPWatchesDecodeStreams(t *testing.T) {
 					if st, ok := obj.(*metav1.Status); !ok || !isGone(apierrors.FromObject(st)) {
 						t.Fatalf("error event carries %#v, want the 410 Status", obj)
 					}
-					continue
+					return nil
 				}
 				m, ok := obj.(*metav1.PartialObjectMetadata)
 				w := want.obj.(*metav1.PartialObjectMetadata)
 				if !ok || m.Name != w.Name || m.UID != w.UID || m.ResourceVersion != w.ResourceVersion {
 					t.Fatalf("event %d: %#v, want %s rv %s", i, obj, w.Name, w.ResourceVersion)
 				}
+				return nil
+			})
+		if err != nil {
+			t.Fatalf("the stream's end: %v, want nil", err)
+		}
+		if i != len(events) {
+			t.Fatalf("%d events, want %d", i, len(events))
+		}
+	})
+}
+
+// Frames are whole however the bytes are cut; what each returns stops the
+// stream and is its error; a frame too big or unreadable is an errRelist;
+// a stream cut inside a frame simply ended.
+func TestEventFrames(t *testing.T) {
+	var stream bytes.Buffer
+	writeProtobufEvents(t, &stream, []streamEvent{
+		metadataEvent(watch.Added, "a", "1"), metadataEvent(watch.Modified, "a", "2"), metadataEvent(watch.Deleted, "a", "3"),
+	})
+	all := stream.Bytes()
+	for _, piece := range []int{1, 3, 4, 5, 17, len(all)} {
+		var rvs []string
+		f := &eventFrames{each: func(_ watch.EventType, obj apiruntime.Object) error {
+			rvs = append(rvs, obj.(*metav1.PartialObjectMetadata).ResourceVersion)
+			return nil
+		}}
+		for b := all; len(b) > 0; b = b[min(piece, len(b)):] {
+			if n, err := f.Write(b[:min(piece, len(b))]); err != nil || n != min(piece, len(b)) {
+				t.Fatalf("pieces of %d: Write = %d, %v", piece, n, err)
 			}
-			if _, _, err := s.Decode(); !errors.Is(err, io.EOF) {
-				t.Fatalf("after the last event: %v, want io.EOF", err)
-			}
-		})
+		}
+		if strings.Join(rvs, ",") != "1,2,3" || f.end(nil) != nil || f.buf != nil {
+			t.Fatalf("pieces of %d: events at %v, end %v, %d bytes held", piece, rvs, f.end(nil), len(f.buf))
+		}
+	}
+
+	stop := errors.New("stop")
+	seen := 0
+	f := &eventFrames{each: func(watch.EventType, apiruntime.Object) error { seen++; return stop }}
+	if _, err := f.Write(all); err != stop || f.end(nil) != stop || seen != 1 {
+		t.Fatalf("each failing: Write %v, end %v after %d events; want its error after one", err, f.end(nil), seen)
+	}
+	if _, err := f.Write(all); err != stop || seen != 1 {
+		t.Fatalf("a Write after each failed: %v, %d events", err, seen)
+	}
+
+	var relist *errRelist
+	for name, b := range map[string][]byte{
+		"too big":    {0xff, 0, 0, 0},
+		"unreadable": {0, 0, 0, 2, 0xff, 0xff},
+	} {
+		f := &eventFrames{each: func(watch.EventType, apiruntime.Object) error { t.Fatal("an event from garbage"); return nil }}
+		if _, err := f.Write(b); !errors.As(err, &relist) || !errors.As(f.end(nil), &relist) {
+			t.Fatalf("%s: %v, want an errRelist", name, err)
+		}
+	}
+
+	f = &eventFrames{each: func(watch.EventType, apiruntime.Object) error { t.Fatal("an event from a cut frame"); return nil }}
+	if _, err := f.Write(all[:10]); err != nil || f.end(io.ErrUnexpectedEOF) != nil {
+		t.Fatalf("a stream cut inside a frame: %v, end %v", err, f.end(io.ErrUnexpectedEOF))
+	}
+	if err := f.end(errors.New("tls: bad record MAC")); !errors.As(err, &relist) {
+		t.Fatalf("another read error: %v, want an errRelist", err)
 	}
 }
 
 // A watch the server refuses is its Status error (410 makes the loop
-// list again), or a generic error with the response's code.
-func TestHTTPWatchesRefused(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.Contains(r.URL.Path, "deployments") {
+// list again), or a generic error with the response's code; a 200 that
+// is no protobuf stream is an error too.
+func TestStreamWatchesRefused(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.Contains(r.URL.Path, "deployments"):
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusGone)
 			st := expired.ErrStatus
 			st.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Status"}
 			_ = json.NewEncoder(w).Encode(&st)
-			return
+		case strings.Contains(r.URL.Path, "pods"):
+			http.Error(w, "no", http.StatusForbidden)
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"type":"ADDED"}`)
 		}
-		http.Error(w, "no", http.StatusForbidden)
-	}))
-	defer srv.Close()
-	watches, err := newHTTPWatches(&rest.Config{Host: srv.URL}, srv.Client())
+	})
+	watchesBoth(t, h, func(t *testing.T, watches *streamWatches) {
+		none := func(watch.EventType, apiruntime.Object) error { t.Fatal("an event from a refused watch"); return nil }
+		if err := watches.Watch(context.Background(), deployments, metav1.ListOptions{ResourceVersion: "1"}, none); !isGone(err) {
+			t.Fatalf("watch answered 410: %v, want an Expired error", err)
+		}
+		err := watches.Watch(context.Background(), pods, metav1.ListOptions{}, none)
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "no") {
+			t.Fatalf("watch answered 403: %v, want Forbidden with the body", err)
+		}
+		err = watches.Watch(context.Background(), schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, metav1.ListOptions{}, none)
+		if err == nil || !strings.Contains(err.Error(), "not a protobuf watch stream") {
+			t.Fatalf("a JSON answer: %v, want an error naming it", err)
+		}
+	})
+}
+
+// In process, a handler's abort (http.ErrAbortHandler, as a proxy aborts)
+// ends the stream as a cut connection would; another panic is not hidden.
+func TestInProcessAbort(t *testing.T) {
+	aborting := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf;stream=watch")
+		writeProtobufEvents(t, w, []streamEvent{metadataEvent(watch.Added, "a", "1")})
+		panic(http.ErrAbortHandler)
+	})
+	w, err := newStreamWatches(&rest.Config{Host: "https://in-process.invalid"}, http.DefaultClient, aborting)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := watches.Watch(context.Background(), deployments, metav1.ListOptions{ResourceVersion: "1"}); !isGone(err) {
-		t.Fatalf("watch answered 410: %v, want an Expired error", err)
+	n := 0
+	if err := w.Watch(context.Background(), deployments, metav1.ListOptions{}, func(watch.EventType, apiruntime.Object) error { n++; return nil }); err != nil || n != 1 {
+		t.Fatalf("an aborted watch: %v after %d events, want nil after 1", err, n)
 	}
-	_, err = watches.Watch(context.Background(), pods, metav1.ListOptions{})
-	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "no") {
-		t.Fatalf("watch answered 403: %v, want Forbidden with the body", err)
-	}
+	w.inProcess = http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("a bug") })
+	defer func() {
+		if p := recover(); p != "a bug" {
+			t.Fatalf("recovered %v, want the handler's panic", p)
+		}
+	}()
+	_ = w.Watch(context.Background(), deployments, metav1.ListOptions{}, func(watch.EventType, apiruntime.Object) error { return nil })
+	t.Fatal("the handler's panic was swallowed")
 }
 
-// The monitors' point: per watched resource the loop over httpWatches
+// The monitors' point: per watched resource the loop over streamWatches
 // costs two goroutines fewer than the reflector over the metadata client
-// it replaced (whose resync goroutine and StreamWatcher it does without).
-// Both run against the same HTTP/2 server, whose per-stream goroutines
-// count the same for both.
+// it replaced (whose resync goroutine and StreamWatcher it does without),
+// both against the same HTTP/2 server, whose per-stream goroutines count
+// the same for both. In process, the server's handler runs in the loop's
+// goroutine: one goroutine per resource, client and server together.
 func TestMonitorGoroutinesPerResource(t *testing.T) {
 	const n = 20
 	var open atomic.Int64
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("watch") != "true" {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = io.WriteString(w, `{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"1"},"items":[]}`)
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf;stream=watch")
 		w.WriteHeader(http.StatusOK)
 		if r.URL.Query().Get("sendInitialEvents") == "true" {
 			// The reflector streams its initial list; it is empty.
-			_, _ = io.WriteString(w, `{"type":"BOOKMARK","object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1",`+
-				`"metadata":{"resourceVersion":"1","annotations":{"k8s.io/initial-events-end":"true"}}}}`+"\n")
+			writeProtobufEvents(t, w, []streamEvent{{watch.Bookmark, &metav1.PartialObjectMetadata{
+				TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadata"},
+				ObjectMeta: metav1.ObjectMeta{ResourceVersion: "1",
+					Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}},
+			}}})
 		}
 		w.(http.Flusher).Flush()
 		open.Add(1)
 		defer open.Add(-1)
 		<-r.Context().Done()
-	}))
+	})
+	srv := httptest.NewUnstartedServer(h)
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	defer srv.Close()
@@ -259,15 +357,19 @@ func TestMonitorGoroutinesPerResource(t *testing.T) {
 	}
 
 	g := newGraph(func(types.UID) {}, func(types.UID) {})
-	loop := perResource("monitor loop", func(ctx context.Context, meta metadata.Interface, httpClient *http.Client, i int) {
-		watches, err := newHTTPWatches(cfg, httpClient)
-		if err != nil {
-			t.Error(err)
-			return
+	monitorOver := func(inProcess http.Handler) func(context.Context, metadata.Interface, *http.Client, int) {
+		return func(ctx context.Context, meta metadata.Interface, httpClient *http.Client, i int) {
+			watches, err := newStreamWatches(cfg, httpClient, inProcess)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_, run := newMonitor(ctx, meta, watches, g, gvr(i), gvr(i).GroupVersion().WithKind("Thing"))
+			run()
 		}
-		_, run := newMonitor(ctx, meta, watches, g, gvr(i), gvr(i).GroupVersion().WithKind("Thing"))
-		run()
-	})
+	}
+	loop := perResource("monitor loop", monitorOver(nil))
+	inProcess := perResource("monitor loop in process", monitorOver(h))
 	reflector := perResource("reflector", func(ctx context.Context, meta metadata.Interface, _ *http.Client, i int) {
 		res := meta.Resource(gvr(i))
 		lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
@@ -281,9 +383,12 @@ func TestMonitorGoroutinesPerResource(t *testing.T) {
 		cache.NewReflectorWithOptions(lw, &metav1.PartialObjectMetadata{}, cache.NewStore(cache.MetaNamespaceKeyFunc),
 			cache.ReflectorOptions{}).RunWithContext(ctx)
 	})
-	t.Logf("goroutines per watched resource (client and server): monitor loop %.2f, reflector %.2f", loop, reflector)
+	t.Logf("goroutines per watched resource (client and server): monitor loop %.2f, in process %.2f, reflector %.2f", loop, inProcess, reflector)
 	if reflector-loop < 1.9 {
 		t.Fatalf("the monitor loop costs %.2f goroutines per resource, the reflector %.2f: want 2 fewer", loop, reflector)
+	}
+	if inProcess > 1.05 {
+		t.Fatalf("the monitor loop in process costs %.2f goroutines per resource, want 1", inProcess)
 	}
 }
 
