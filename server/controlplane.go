@@ -73,7 +73,6 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, fp *frontPro
 	if err != nil {
 		return nil, err
 	}
-	signer := api.signer
 	kcmClient, err := kubernetes.NewForConfig(kcm)
 	if err != nil {
 		return nil, err
@@ -107,7 +106,7 @@ func startControlLoops(ctx context.Context, cfg Config, ca *pki.CA, fp *frontPro
 		go ttlafterfinished.New(t.Client, t.Informer, t.Recorder("ttl-after-finished-controller")).Run(ctx, 5)
 		go serviceaccount.New(t.Client, t.Informer).Run(ctx, 2)
 		go serviceaccount.NewRootCAPublisher(t.Client, t.Informer, ca.CertPEM).Run(ctx, 2)
-		go serviceaccount.NewTokensController(t.Client, t.Informer, signer, ca.CertPEM).Run(ctx, 2)
+		go serviceaccount.NewTokensController(t.Client, t.Informer, api.signer, ca.CertPEM).Run(ctx, 2)
 		ns, err := namespace.NewForConfig(t.Config, t.Client, t.Informer)
 		if err != nil {
 			return err

@@ -36,12 +36,12 @@ func (a *apiServing) inProcess(rc *rest.Config, ca *pki.CA) (http.Handler, error
 	if err != nil {
 		return nil, fmt.Errorf("in-process API: the client certificate of %s: %w", leaf.Subject.CommonName, err)
 	}
-	state := &tls.ConnectionState{Version: tls.VersionTLS13, HandshakeComplete: true, NegotiatedProtocol: "h2",
+	// Only the verified chain is read (auth.CertAuthenticator).
+	state := &tls.ConnectionState{Version: tls.VersionTLS13, HandshakeComplete: true,
 		PeerCertificates: []*x509.Certificate{leaf}, VerifiedChains: chains}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.TLS = state
 		r.RemoteAddr = "127.0.0.1:0"
-		r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/2.0", 2, 0
 		r.RequestURI = r.URL.RequestURI()
 		a.srv.Handler.ServeHTTP(w, r)
 	}), nil
