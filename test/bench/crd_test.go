@@ -278,13 +278,11 @@ func BenchmarkCRDIdleRSS(b *testing.B) {
 		if i > 0 {
 			time.Sleep(crdIdleEvery)
 		}
-		for j, s := range []*server{none, loaded} {
-			r := rss(s)
+		readings := [2]reading{rss(none), rss(loaded)}
+		for j, r := range readings {
 			sums[j].rss, sums[j].anon, sums[j].file = sums[j].rss+r.rss, sums[j].anon+r.anon, sums[j].file+r.file
-			if j == 1 {
-				deltas = append(deltas, r.rss-rss(none).rss)
-			}
 		}
+		deltas = append(deltas, readings[1].rss-readings[0].rss)
 	}
 	for j, s := range []*server{none, loaded} {
 		n := float64(crdIdleSamples)
