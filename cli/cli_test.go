@@ -57,7 +57,7 @@ var wantServer = server.Config{
 	IdleConnectionTimeout:               90 * time.Second,
 	TLSHandshakeTimeout:                 10 * time.Second,
 	MaxConnectionsPerIP:                 1024,
-	MaxConnections:                      4096,
+	MaxConnections:                      2048,
 	DefaultNotReadyTolerationSeconds:    300,
 	DefaultUnreachableTolerationSeconds: 300,
 	NodeLifecycle:                       wantNodeLifecycle,

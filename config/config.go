@@ -108,11 +108,16 @@ const (
 	// that one address holds tens of MB, not the process's fd limit.
 	MaxConnectionsPerIP = 1024
 	// MaxConnections caps the API server's open connections below its fd
-	// budget: an idle TLS connection costs some 50 KiB, so the fd limit a
-	// service manager gives (a million under k3s's unit) bounds nothing
-	// on a box of 1 GiB; 4,096 hold about 200 MiB at worst. Connections
-	// with a client certificate are never evicted for new ones.
-	MaxConnections = 4096
+	// budget: an idle TLS connection costs some 60 KiB (GC headroom
+	// included), so the fd limit a service manager gives (a million under
+	// k3s's unit) bounds nothing on a box of 1 GiB; 2,048 hold about 130
+	// MiB at worst. What Go's runtime keeps once a flood has gone (span
+	// and goroutine metadata, fragmentation: some 3.5 KiB per connection
+	// it held) is never given back: 4,096 left 14 MiB, over a tenth of
+	// an idle server; 2,048 leave half that. Far more than an edge
+	// cluster's clients need: connections with a client certificate are
+	// never evicted for new ones.
+	MaxConnections = 2048
 )
 
 // kube-controller-manager's node lifecycle defaults
