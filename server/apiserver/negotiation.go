@@ -2,10 +2,12 @@ package apiserver
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -101,6 +103,37 @@ func decodeInto(w http.ResponseWriter, r *http.Request, data []byte, mt string, 
 	if err != nil {
 		return err
 	}
+	strict, err := decodeStrictly(data, mt, gvk, into)
+	if err != nil {
+		return err
+	}
+	return weighStrict(w, validation, strict)
+}
+
+// weighStrict applies fieldValidation to what a strict reading of a body
+// found: Strict refuses it (400, as a strict decoding error), Warn names
+// each finding in a Warning, Ignore drops them.
+func weighStrict(w http.ResponseWriter, validation string, strict []error) error {
+	if len(strict) == 0 {
+		return nil
+	}
+	switch validation {
+	case "Strict":
+		return apierrors.NewBadRequest(runtime.NewStrictDecodingError(strict).Error())
+	case "Warn":
+		for _, e := range strict {
+			addWarning(w, e.Error())
+		}
+	}
+	return nil
+}
+
+// decodeStrictly decodes a body of the given media type into into, and
+// returns apart what a strict reading finds (unknown and duplicate
+// fields), for the caller to weigh under the request's fieldValidation:
+// a request body and a patched object answer them differently. Any other
+// failure is a 400; so is a body of another kind than the endpoint's.
+func decodeStrictly(data []byte, mt string, gvk schema.GroupVersionKind, into runtime.Object) ([]error, error) {
 	var dec runtime.Decoder
 	switch mt {
 	case mediaJSON:
@@ -111,37 +144,33 @@ func decodeInto(w http.ResponseWriter, r *http.Request, data []byte, mt string, 
 		// Custom objects have no protobuf form: upstream's CRD handler
 		// refuses protobuf bodies too.
 		if _, ok := into.(*unstructured.Unstructured); ok {
-			return unsupportedMediaType(mt)
+			return nil, unsupportedMediaType(mt)
 		}
 		dec = protoSerializer
 	default:
-		return unsupportedMediaType(mt)
+		return nil, unsupportedMediaType(mt)
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
-		return apierrors.NewBadRequest("the request body is empty")
+		return nil, apierrors.NewBadRequest("the request body is empty")
 	}
 	obj, got, err := dec.Decode(data, &gvk, into)
+	var strict []error
 	if err != nil && runtime.IsStrictDecodingError(err) && obj != nil {
-		switch validation {
-		case "Strict":
-			return apierrors.NewBadRequest(err.Error())
-		case "Warn":
-			for _, e := range strictErrors(err) {
-				addWarning(w, e)
-			}
+		for _, e := range strictErrors(err) {
+			strict = append(strict, errors.New(e))
 		}
 		err = nil
 	}
 	if err != nil {
-		return apierrors.NewBadRequest(decodeMessage(err))
+		return nil, apierrors.NewBadRequest(decodeMessage(err))
 	}
 	if got != nil && (got.Kind != gvk.Kind || got.GroupVersion() != gvk.GroupVersion()) {
-		return apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized (must be of type %s): %s", gvk.Kind, got.Kind))
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized (must be of type %s): %s", gvk.Kind, got.Kind))
 	}
 	if obj != into {
-		return apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized (must be of type %s)", gvk.Kind))
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized (must be of type %s)", gvk.Kind))
 	}
-	return nil
+	return strict, nil
 }
 
 func decodeMessage(err error) string {
@@ -183,7 +212,12 @@ func unsupportedMediaType(mt string) error {
 
 // addWarning adds a Warning header the way upstream formats it.
 func addWarning(w http.ResponseWriter, msg string) {
-	w.Header().Add("Warning", fmt.Sprintf("299 - %q", msg))
+	// One of each text, as upstream's recorder keeps: a patch is applied
+	// again on every retry of a conflicting write.
+	v := fmt.Sprintf("299 - %q", msg)
+	if !slices.Contains(w.Header().Values("Warning"), v) {
+		w.Header().Add("Warning", v)
+	}
 }
 
 // accept is the negotiated response format.
@@ -277,15 +311,9 @@ func (s *Server) writeObject(w http.ResponseWriter, r *http.Request, code int, o
 }
 
 // unknownCustomFields applies the request's fieldValidation to the fields
-// a custom object's schema does not declare, which are pruned whatever it
-// says: Strict refuses them (400, as a strict decoding error), Warn names
-// each in a Warning, Ignore drops them silently. Built-in kinds have this
-// done by their Go types while decoding.
+// a custom object's schema does not declare (weighStrict).
 func unknownCustomFields(w http.ResponseWriter, r *http.Request, sv *served, obj runtime.Object) error {
-	if sv.Custom == nil || sv.Custom.Prune == nil {
-		return nil
-	}
-	unknown := sv.Custom.Prune(obj)
+	unknown := pruneCustom(sv, obj)
 	if len(unknown) == 0 {
 		return nil
 	}
@@ -293,17 +321,20 @@ func unknownCustomFields(w http.ResponseWriter, r *http.Request, sv *served, obj
 	if err != nil {
 		return err
 	}
-	switch validation {
-	case "Strict":
-		msgs := make([]string, len(unknown))
-		for i, p := range unknown {
-			msgs[i] = fmt.Sprintf("unknown field %q", p)
-		}
-		return apierrors.NewBadRequest("strict decoding error: " + strings.Join(msgs, ", "))
-	case "Warn":
-		for _, p := range unknown {
-			addWarning(w, fmt.Sprintf("unknown field %q", p))
-		}
+	return weighStrict(w, validation, unknown)
+}
+
+// pruneCustom drops the fields a custom object's schema does not declare,
+// whatever the request's fieldValidation says, and names each as a strict
+// reading does. Built-in kinds have this done by their Go types while
+// decoding.
+func pruneCustom(sv *served, obj runtime.Object) []error {
+	if sv.Custom == nil || sv.Custom.Prune == nil {
+		return nil
 	}
-	return nil
+	var unknown []error
+	for _, p := range sv.Custom.Prune(obj) {
+		unknown = append(unknown, fmt.Errorf("unknown field %q", p))
+	}
+	return unknown
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
@@ -61,19 +62,9 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request, info requestInfo,
 		s.writeError(w, r, err)
 		return
 	}
-	validation, err := fieldValidation(r)
-	if err != nil {
+	if _, err := fieldValidation(r); err != nil {
 		s.writeError(w, r, err)
 		return
-	}
-	if dups := patchDuplicates(pt, data); len(dups) > 0 && validation != "Ignore" {
-		if validation == "Strict" {
-			s.writeError(w, r, apierrors.NewBadRequest(runtime.NewStrictDecodingError(dups).Error()))
-			return
-		}
-		for _, e := range dups {
-			addWarning(w, e.Error())
-		}
 	}
 	ctx := withWriteOptions(r.Context(), writeOptions{manager: manager})
 	out, err := s.updateObject(ctx, sv, info, subresource, func(cur runtime.Object) (runtime.Object, error) {
@@ -125,10 +116,11 @@ func yamlWarnings(msg string) []string {
 	return []string{msg}
 }
 
-// patchDuplicates is upstream's strict reading of a JSON or merge patch
-// body under fieldValidation Strict or Warn: the patch libraries keep the
-// last of duplicate keys, so a duplicate is found only in the body itself
-// (a JSON patch's as "json patch duplicate field ...").
+// patchDuplicates is upstream's strict reading of a JSON, merge or
+// strategic merge patch body under fieldValidation Strict or Warn: the
+// patch libraries keep the last of duplicate keys, so a duplicate is found
+// only in the body itself (a JSON patch's as "json patch duplicate field
+// ...").
 func patchDuplicates(pt types.PatchType, patch []byte) []error {
 	var errs []error
 	switch pt {
@@ -143,7 +135,7 @@ func patchDuplicates(pt types.PatchType, patch []byte) []error {
 		for i, e := range errs {
 			errs[i] = fmt.Errorf("json patch %v", e)
 		}
-	case types.MergePatchType:
+	case types.MergePatchType, types.StrategicMergePatchType:
 		errs, _ = kjson.UnmarshalStrict(patch, &map[string]any{})
 	}
 	return errs
@@ -152,6 +144,13 @@ func patchDuplicates(pt types.PatchType, patch []byte) []error {
 // applyPatch applies one patch to the current object and decodes the
 // result under the request's fieldValidation. It is called again on every
 // retry, against the newest stored object.
+//
+// As upstream's: a patch that cannot apply answers first (PatchJSON's
+// 400 or 422); a patched object that does not decode, or whose strict
+// reading finds something under Strict (the patch body's duplicate
+// fields, then the object's unknown ones), is a 422 Invalid of the field
+// "patch", valued with the patched object; under Warn each finding is a
+// Warning.
 func applyPatch(w http.ResponseWriter, r *http.Request, sv *served, pt types.PatchType, patch []byte, cur runtime.Object) (runtime.Object, error) {
 	original, err := runtime.Encode(jsonSerializer, cur)
 	if err != nil {
@@ -161,14 +160,36 @@ func applyPatch(w http.ResponseWriter, r *http.Request, sv *served, pt types.Pat
 	if err != nil {
 		return nil, err
 	}
-	obj := sv.New()
-	if err := decodeInto(w, r, patched, mediaJSON, sv.GVK(), obj); err != nil {
+	validation, err := fieldValidation(r)
+	if err != nil {
 		return nil, err
 	}
-	if err := unknownCustomFields(w, r, sv, obj); err != nil {
-		return nil, err
+	obj := sv.New()
+	strict, err := decodeStrictly(patched, mediaJSON, sv.GVK(), obj)
+	if err != nil {
+		return nil, invalidPatched(patched, err.Error())
+	}
+	strict = append(strict, pruneCustom(sv, obj)...)
+	if validation == "Ignore" {
+		return obj, nil
+	}
+	strict = append(patchDuplicates(pt, patch), strict...)
+	if len(strict) == 0 {
+		return obj, nil
+	}
+	if validation == "Strict" {
+		return nil, invalidPatched(patched, runtime.NewStrictDecodingError(strict).Error())
+	}
+	for _, e := range strict {
+		addWarning(w, e.Error())
 	}
 	return obj, nil
+}
+
+// invalidPatched is upstream's answer to a patched object it cannot take:
+// 422, the field "patch" invalid, its value the patched object.
+func invalidPatched(patched []byte, detail string) error {
+	return apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{field.Invalid(field.NewPath("patch"), string(patched), detail)})
 }
 
 // PatchJSON applies a JSON, merge or strategic merge patch to a JSON

@@ -173,7 +173,7 @@ spec:
 
 	patch := []byte(`{"spec":{"foo":"a","foo":"b"}}`)
 	code, body, _ = rawWithWarnings(t, s, "PATCH", base+"/applied?fieldValidation=Strict", "application/merge-patch+json", patch)
-	if code != 400 || !strings.Contains(body, `duplicate field`) {
+	if code != 422 || !strings.Contains(body, `duplicate field \"spec.foo\"`) {
 		t.Fatalf("strict merge patch with a duplicate: %d %s", code, body)
 	}
 	code, body, warnings = rawWithWarnings(t, s, "PATCH", base+"/applied?fieldValidation=Warn", "application/merge-patch+json", patch)

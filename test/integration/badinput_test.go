@@ -174,6 +174,30 @@ func TestBadInput(t *testing.T) {
 		}
 		_ = st
 	})
+	// A patch's strict findings are upstream's 422 Invalid of the field
+	// "patch" (a request body's are 400): the body's duplicate fields,
+	// then the patched object's unknown ones, in one strict decoding error.
+	t.Run("patches under Strict", func(t *testing.T) {
+		for _, c := range []struct{ name, pt, body, want string }{
+			{"merge patch, duplicate", "application/merge-patch+json", `{"data":{"a":"1","a":"2"}}`, `duplicate field "data.a"`},
+			{"merge patch, unknown", "application/merge-patch+json", `{"dta":{"a":"1"}}`, `unknown field "dta"`},
+			{"strategic merge patch, both", "application/strategic-merge-patch+json", `{"data":{"a":"1","a":"2"},"dta":"x"}`, `duplicate field "data.a", unknown field "dta"`},
+			{"JSON patch, duplicate", "application/json-patch+json", `[{"op":"add","path":"/metadata/labels","path":"/metadata/annotations","value":{}}]`, `json patch duplicate field "[0].path"`},
+		} {
+			code, st, raw := call(t, s, "PATCH", cmPath+"/twice?fieldValidation=Strict", c.pt, []byte(c.body))
+			expectStatus(t, code, st, raw, 422, metav1.StatusReasonInvalid, c.want)
+			if st.Details == nil || len(st.Details.Causes) != 1 || st.Details.Causes[0].Field != "patch" {
+				t.Errorf("%s: causes %+v, want one of the field \"patch\"", c.name, st.Details.Causes)
+			}
+		}
+		code, _, raw := call(t, s, "PATCH", cmPath+"/twice?fieldValidation=Ignore", "application/merge-patch+json", []byte(`{"dta":{"a":"1"},"data":{"a":"1","a":"2"}}`))
+		if code != 200 {
+			t.Fatalf("the same patch under Ignore: %d %s", code, raw)
+		}
+		// A patched object that does not decode is the patch's error too.
+		code, st, raw := call(t, s, "PATCH", cmPath+"/twice", "application/merge-patch+json", []byte(`{"data":{"a":1}}`))
+		expectStatus(t, code, st, raw, 422, metav1.StatusReasonInvalid, "patch")
+	})
 	t.Run("apply without fieldManager", func(t *testing.T) {
 		code, st, raw := call(t, s, "PATCH", cmPath+"/twice", "application/apply-patch+yaml", []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: twice\n"))
 		expectStatus(t, code, st, raw, 422, metav1.StatusReasonInvalid, "fieldManager")
