@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -107,19 +106,22 @@ func decodeInto(w http.ResponseWriter, r *http.Request, data []byte, mt string, 
 	if err != nil {
 		return err
 	}
-	return weighStrict(w, validation, strict)
+	return weighStrict(w, validation, strict, badRequest)
 }
 
-// weighStrict applies fieldValidation to what a strict reading of a body
-// found: Strict refuses it (400, as a strict decoding error), Warn names
-// each finding in a Warning, Ignore drops them.
-func weighStrict(w http.ResponseWriter, validation string, strict []error) error {
+func badRequest(msg string) error { return apierrors.NewBadRequest(msg) }
+
+// weighStrict applies fieldValidation to what a strict reading found:
+// Strict refuses it, as one strict decoding error, with refuse's answer (a
+// request body's 400, a patch's 422), Warn names each finding in a
+// Warning, Ignore drops them.
+func weighStrict(w http.ResponseWriter, validation string, strict []error, refuse func(detail string) error) error {
 	if len(strict) == 0 {
 		return nil
 	}
 	switch validation {
 	case "Strict":
-		return apierrors.NewBadRequest(runtime.NewStrictDecodingError(strict).Error())
+		return refuse(runtime.NewStrictDecodingError(strict).Error())
 	case "Warn":
 		for _, e := range strict {
 			addWarning(w, e.Error())
@@ -155,11 +157,8 @@ func decodeStrictly(data []byte, mt string, gvk schema.GroupVersionKind, into ru
 	}
 	obj, got, err := dec.Decode(data, &gvk, into)
 	var strict []error
-	if err != nil && runtime.IsStrictDecodingError(err) && obj != nil {
-		for _, e := range strictErrors(err) {
-			strict = append(strict, errors.New(e))
-		}
-		err = nil
+	if se, ok := runtime.AsStrictDecodingError(err); ok && obj != nil {
+		strict, err = se.Errors(), nil
 	}
 	if err != nil {
 		return nil, apierrors.NewBadRequest(decodeMessage(err))
@@ -186,21 +185,6 @@ func shorten(s string) string {
 		return s[:200] + "..."
 	}
 	return s
-}
-
-func strictErrors(err error) []string {
-	var out []string
-	if se, ok := runtime.AsStrictDecodingError(err); ok {
-		for _, e := range se.Errors() {
-			out = append(out, e.Error())
-		}
-		return out
-	}
-	msg := strings.TrimPrefix(err.Error(), "strict decoding error: ")
-	for _, part := range strings.Split(msg, ", ") {
-		out = append(out, part)
-	}
-	return out
 }
 
 func unsupportedMediaType(mt string) error {
@@ -321,7 +305,7 @@ func unknownCustomFields(w http.ResponseWriter, r *http.Request, sv *served, obj
 	if err != nil {
 		return err
 	}
-	return weighStrict(w, validation, unknown)
+	return weighStrict(w, validation, unknown, badRequest)
 }
 
 // pruneCustom drops the fields a custom object's schema does not declare,

@@ -142,48 +142,50 @@ func patchDuplicates(pt types.PatchType, patch []byte) []error {
 }
 
 // applyPatch applies one patch to the current object and decodes the
-// result under the request's fieldValidation. It is called again on every
-// retry, against the newest stored object.
-//
-// As upstream's: a patch that cannot apply answers first (PatchJSON's
-// 400 or 422); a patched object that does not decode, or whose strict
-// reading finds something under Strict (the patch body's duplicate
-// fields, then the object's unknown ones), is a 422 Invalid of the field
-// "patch", valued with the patched object; under Warn each finding is a
-// Warning.
+// result under the request's fieldValidation (patchInto), pruning a
+// custom object's undeclared fields. It is called again on every retry,
+// against the newest stored object.
 func applyPatch(w http.ResponseWriter, r *http.Request, sv *served, pt types.PatchType, patch []byte, cur runtime.Object) (runtime.Object, error) {
+	obj := sv.New()
+	if err := patchInto(w, r, pt, patch, cur, sv.GVK(), obj, func(o runtime.Object) []error { return pruneCustom(sv, o) }); err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+// patchInto applies one patch to cur and decodes the result into into, of
+// kind gvk; prune, if any, drops and names the fields into's schema does
+// not declare. As upstream's patcher: a patch that cannot apply answers
+// first (PatchJSON's 400 or 422); a patched object that does not decode,
+// or whose strict reading finds something under Strict (the patch body's
+// duplicate fields, then the object's unknown ones), is a 422 Invalid of
+// the field "patch", valued with the patched object; under Warn each
+// finding is a Warning.
+func patchInto(w http.ResponseWriter, r *http.Request, pt types.PatchType, patch []byte, cur runtime.Object, gvk schema.GroupVersionKind, into runtime.Object, prune func(runtime.Object) []error) error {
 	original, err := runtime.Encode(jsonSerializer, cur)
 	if err != nil {
-		return nil, apierrors.NewInternalError(err)
+		return apierrors.NewInternalError(err)
 	}
-	patched, err := PatchJSON(pt, original, patch, sv.New())
+	patched, err := PatchJSON(pt, original, patch, into)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	validation, err := fieldValidation(r)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	obj := sv.New()
-	strict, err := decodeStrictly(patched, mediaJSON, sv.GVK(), obj)
+	refuse := func(detail string) error { return invalidPatched(patched, detail) }
+	strict, err := decodeStrictly(patched, mediaJSON, gvk, into)
 	if err != nil {
-		return nil, invalidPatched(patched, err.Error())
+		return refuse(err.Error())
 	}
-	strict = append(strict, pruneCustom(sv, obj)...)
+	if prune != nil {
+		strict = append(strict, prune(into)...)
+	}
 	if validation == "Ignore" {
-		return obj, nil
+		return nil
 	}
-	strict = append(patchDuplicates(pt, patch), strict...)
-	if len(strict) == 0 {
-		return obj, nil
-	}
-	if validation == "Strict" {
-		return nil, invalidPatched(patched, runtime.NewStrictDecodingError(strict).Error())
-	}
-	for _, e := range strict {
-		addWarning(w, e.Error())
-	}
-	return obj, nil
+	return weighStrict(w, validation, append(patchDuplicates(pt, patch), strict...), refuse)
 }
 
 // invalidPatched is upstream's answer to a patched object it cannot take:

@@ -133,21 +133,13 @@ func (s *Server) scale(w http.ResponseWriter, r *http.Request, info requestInfo,
 		}
 		want := &autoscalingv1.Scale{}
 		if info.Verb == "patch" {
-			original, err := runtime.Encode(jsonSerializer, current)
-			if err != nil {
-				return nil, err
-			}
 			pt := types.PatchType(mediaType(r))
 			switch pt {
 			case types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType:
 			default:
 				return nil, unsupportedPatch(string(pt))
 			}
-			patched, err := PatchJSON(pt, original, data, &autoscalingv1.Scale{})
-			if err != nil {
-				return nil, err
-			}
-			if err := decodeInto(w, r, patched, mediaJSON, scaleGVK, want); err != nil {
+			if err := patchInto(w, r, pt, data, current, scaleGVK, want, nil); err != nil {
 				return nil, err
 			}
 		} else if err := decodeInto(w, r, data, mediaType(r), scaleGVK, want); err != nil {
